@@ -1,0 +1,5 @@
+import sys
+
+from chalie.cli import main
+
+sys.exit(main())

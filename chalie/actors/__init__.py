@@ -1,0 +1,1 @@
+"""pykka actors: one owner per piece of mutable state, under a supervisor tree."""

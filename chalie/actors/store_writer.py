@@ -1,0 +1,144 @@
+"""The StoreWriter: the only actor that writes, and the only way frames reach the sockets.
+
+Each message is one IMMEDIATE transaction. Frames get their channel's next `seq` inside the
+transaction that logs them and are pushed to the Outbox only after it commits, so a frame the
+client saw is always in the log, and a turn's `message` frame always follows its stored rows.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import apsw
+import structlog
+
+from chalie.actors.messages import (
+    AppendFrames,
+    CloseOpenExchange,
+    CommitTurn,
+    CreateAuthSession,
+    Deliver,
+    TurnStored,
+    TurnStoreFailed,
+)
+from chalie.actors.supervisor import Directory, Link, SupervisedActor
+from chalie.clock import Clock
+from chalie.config import StoreConfig
+from chalie.frames import Done, Error, Frame, encode_frame, frame_type
+from chalie.metrics import Metrics
+from chalie.outbox import Outbox
+from chalie.store import db, queries, writes
+
+log = structlog.get_logger("chalie.store_writer")
+
+INTERRUPTED = "this turn was interrupted by a server fault before it finished; please send it again"
+
+
+class StoreWriter(SupervisedActor):
+    def __init__(
+        self,
+        link: Link | None,
+        *,
+        config: StoreConfig,
+        outbox: Outbox,
+        clock: Clock,
+        directory: Directory,
+        metrics: Metrics,
+    ) -> None:
+        super().__init__(link)
+        self._config = config
+        self._outbox = outbox
+        self._clock = clock
+        self._directory = directory
+        self._metrics = metrics
+        self._conn: apsw.Connection | None = None
+        self._seqs: dict[str, int] = {}
+
+    def started(self) -> None:
+        self._conn = db.open_writer(
+            Path(self._config.path),
+            busy_timeout_ms=self._config.busy_timeout_ms,
+            synchronous=self._config.synchronous,
+        )
+
+    def on_stop(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    @property
+    def conn(self) -> apsw.Connection:
+        assert self._conn is not None, "StoreWriter used before start"
+        return self._conn
+
+    def on_receive(self, message: Any) -> Any:
+        match message:
+            case AppendFrames(channel=channel, frames=frames):
+                with structlog.contextvars.bound_contextvars(channel=channel):
+                    try:
+                        self._commit(channel, frames)
+                    except apsw.Error as e:
+                        log.error("frames_not_logged", error=str(e), count=len(frames))
+            case CommitTurn(record=record, frames=frames):
+                with structlog.contextvars.bound_contextvars(
+                    channel=record.channel, turn_id=record.id
+                ):
+                    self._commit_turn(message)
+            case CloseOpenExchange(channel=channel):
+                self._close_open_exchange(channel)
+            case CreateAuthSession():
+                with db.immediate(self.conn):
+                    self.conn.execute(
+                        "INSERT INTO auth_sessions (token_hash, created_at, expires_at) "
+                        "VALUES (?, ?, ?)",
+                        (message.token_hash, message.created_at, message.expires_at),
+                    )
+                return True
+            case _:
+                log.warning("unexpected_message", message=type(message).__name__)
+        return None
+
+    def _commit_turn(self, message: CommitTurn) -> None:
+        record = message.record
+        try:
+            self._commit(record.channel, message.frames, lambda: writes.insert_turn(
+                self.conn, record
+            ))
+        except apsw.Error as e:
+            log.error("turn_not_stored", error=str(e))
+            reply: Any = TurnStoreFailed(record.id, str(e))
+        else:
+            log.info("turn_stored", outcome=record.outcome, tools=len(record.tool_calls))
+            reply = TurnStored(record.id)
+        self._directory.tell("sessions", Deliver(record.channel, reply))
+
+    def _close_open_exchange(self, channel: str) -> None:
+        exchange = queries.open_exchange(self.conn, channel)
+        if exchange is None:
+            return
+        log.warning("closing_interrupted_turn", channel=channel, exchange_id=exchange)
+        frames = (
+            Error(message=INTERRUPTED, recoverable=True, exchange_id=exchange),
+            Done(duration_ms=0, exchange_id=exchange),
+        )
+        self._commit(channel, frames)
+
+    def _commit(self, channel: str, frames: tuple[Frame, ...], also: Any = None) -> None:
+        """Log `frames` (and run `also`) in one transaction; push the frames once committed."""
+        seq = self._seqs.get(channel)
+        if seq is None:
+            seq = queries.last_seq(self.conn, channel)
+        rows = []
+        for frame in frames:
+            seq += 1
+            exchange = getattr(frame, "exchange_id", None)
+            rows.append((seq, frame_type(frame), exchange, encode_frame(frame, seq)))
+        with db.immediate(self.conn):
+            if also is not None:
+                also()
+            writes.insert_events(self.conn, channel, rows, self._clock.time())
+        self._seqs[channel] = seq
+        for _, kind, _, _ in rows:
+            self._metrics.frames.labels(type=kind).inc()
+        self._outbox.push(channel, [body for _, _, _, body in rows])

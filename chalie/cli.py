@@ -1,0 +1,66 @@
+"""`chalie serve [--config FILE]`: run the server until SIGINT/SIGTERM.
+
+Exit codes: 0 after a clean stop, 1 when the actor tree gave up, 2 for a configuration error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+
+import structlog
+
+from chalie import logs
+from chalie.config import Config, load_config
+from chalie.errors import ChalieError, ConfigError
+from chalie.server import Server
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="chalie", description="Chalie assistant server")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run the server")
+    serve.add_argument("--config", type=Path, help="TOML file merged over config/chalie.toml")
+    args = parser.parse_args(argv)
+    try:
+        config = load_config(args.config, env=os.environ)
+    except ConfigError as e:
+        print(f"chalie: {e}", file=sys.stderr)
+        return 2
+    logs.configure(config.log.format, config.log.level)
+    try:
+        return asyncio.run(_serve(config))
+    except ChalieError as e:
+        print(f"chalie: {e}", file=sys.stderr)
+        return 1
+
+
+async def _serve(config: Config) -> int:
+    log = structlog.get_logger("chalie.cli")
+    server = Server(config)
+    await server.start()
+    if server.generated_password:
+        print(
+            f"chalie: generated login password: {server.generated_password}\n"
+            "chalie: it is shown only this once; set auth.password to choose your own",
+            flush=True,
+        )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    stopped = asyncio.ensure_future(stop.wait())
+    failed = asyncio.ensure_future(server.wait_failed())
+    await asyncio.wait({stopped, failed}, return_when=asyncio.FIRST_COMPLETED)
+    code = 0
+    if failed.done():
+        log.critical("giving_up", reason=failed.result())
+        code = 1
+    for task in (stopped, failed):
+        task.cancel()
+    await server.stop()
+    return code

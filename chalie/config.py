@@ -1,0 +1,193 @@
+"""Typed configuration: shipped defaults, then a user file, then CHALIE_<SECTION>__<KEY>.
+
+Every default lives in config/chalie.toml; the structs below only give the shape and types,
+so a key missing from the defaults file is a bug the tests catch.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+
+from chalie.errors import ConfigError
+from chalie.paths import DEFAULT_CONFIG
+
+ENV_PREFIX = "CHALIE_"
+
+
+class _Section(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    pass
+
+
+class ServerConfig(_Section, frozen=True):
+    host: str
+    port: int
+    max_frame_bytes: int
+    shutdown_grace_s: float
+
+
+class StoreConfig(_Section, frozen=True):
+    path: str
+    synchronous: Literal["FULL", "NORMAL"]
+    busy_timeout_ms: int
+
+
+class AuthConfig(_Section, frozen=True):
+    password: str
+    session_days: float
+
+
+class LlmConfig(_Section, frozen=True):
+    provider: Literal["openai", "script"]
+    base_url: str
+    model: str
+    api_key: str
+    context_window: int
+    request_timeout_s: float
+    retries: int
+    retry_backoff_s: float
+    script: str
+
+
+class ActConfig(_Section, frozen=True):
+    max_iterations: int
+    timeout_s: float
+    history_turns: int
+    workers: int
+    max_tool_result_chars: int
+
+
+class SupervisorConfig(_Section, frozen=True):
+    backoff_initial_s: float
+    backoff_max_s: float
+    max_restarts: int
+    within_s: float
+
+
+class LogConfig(_Section, frozen=True):
+    format: Literal["auto", "json", "console"]
+    level: Literal["debug", "info", "warning", "error"]
+
+
+class Config(_Section, frozen=True):
+    server: ServerConfig
+    store: StoreConfig
+    auth: AuthConfig
+    llm: LlmConfig
+    act: ActConfig
+    supervisor: SupervisorConfig
+    log: LogConfig
+
+
+_POSITIVE = {
+    "server.max_frame_bytes", "server.shutdown_grace_s", "store.busy_timeout_ms",
+    "auth.session_days", "llm.context_window", "llm.request_timeout_s", "act.max_iterations",
+    "act.timeout_s", "act.workers", "act.max_tool_result_chars", "supervisor.max_restarts",
+    "supervisor.within_s",
+}
+_NON_NEGATIVE = {
+    "llm.retries", "llm.retry_backoff_s", "act.history_turns", "supervisor.backoff_initial_s",
+    "supervisor.backoff_max_s",
+}
+
+
+def load_config(
+    path: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    defaults: Path = DEFAULT_CONFIG,
+) -> Config:
+    """Merge the defaults, the file at `path` and the environment into one checked Config."""
+    merged = _read_toml(defaults)
+    if path is not None:
+        _merge(merged, _read_toml(path), source=str(path))
+    if env is not None:
+        _merge(merged, _env_overrides(env), source="environment", strict_types=False)
+    return _convert(merged)
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        raise ConfigError(str(path), "file not found") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(str(path), f"not valid TOML: {e}") from None
+
+
+def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
+    out: dict[str, dict[str, Any]] = {}
+    for name, value in env.items():
+        if not name.startswith(ENV_PREFIX) or "__" not in name:
+            continue
+        section, _, key = name[len(ENV_PREFIX):].partition("__")
+        out.setdefault(section.lower(), {})[key.lower()] = value
+    return out
+
+
+def _merge(
+    base: dict[str, Any], over: dict[str, Any], *, source: str, strict_types: bool = True
+) -> None:
+    for section, values in over.items():
+        if section not in base:
+            raise ConfigError(section, f"unknown section (from {source})")
+        if not isinstance(values, dict):
+            raise ConfigError(section, f"must be a table (from {source})")
+        for key, value in values.items():
+            if key not in base[section]:
+                raise ConfigError(f"{section}.{key}", f"unknown key (from {source})")
+            if not strict_types:
+                value = _coerce_env(base[section][key], value, f"{section}.{key}")
+            base[section][key] = value
+
+
+def _coerce_env(default: Any, raw: str, key: str) -> Any:
+    """Read an environment string as the type of the key's default."""
+    try:
+        if isinstance(default, bool):
+            if raw.lower() in ("1", "true", "yes", "on"):
+                return True
+            if raw.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(raw)
+        if isinstance(default, int):
+            return int(raw)
+        if isinstance(default, float):
+            return float(raw)
+    except ValueError:
+        raise ConfigError(
+            key, f"expected {type(default).__name__}, got {raw!r} (from environment)"
+        ) from None
+    return raw
+
+
+_PATH_RE = re.compile(r"at `\$\.([\w.]+)`")
+
+
+def _convert(merged: dict[str, Any]) -> Config:
+    try:
+        config = msgspec.convert(merged, Config)
+    except msgspec.ValidationError as e:
+        text = str(e)
+        found = _PATH_RE.search(text)
+        key = found.group(1) if found else "config"
+        raise ConfigError(key, _PATH_RE.sub("", text).rstrip(" -")) from None
+    for section_name in Config.__struct_fields__:
+        section = getattr(config, section_name)
+        for key in section.__struct_fields__:
+            dotted = f"{section_name}.{key}"
+            value = getattr(section, key)
+            if dotted in _POSITIVE and value <= 0:
+                raise ConfigError(dotted, f"must be greater than 0, got {value}")
+            if dotted in _NON_NEGATIVE and value < 0:
+                raise ConfigError(dotted, f"must not be negative, got {value}")
+    if not 0 <= config.server.port <= 65535:
+        raise ConfigError("server.port", f"must be 0-65535, got {config.server.port}")
+    if config.llm.provider == "script" and not config.llm.script:
+        raise ConfigError("llm.script", "must name a script file when llm.provider = 'script'")
+    return config

@@ -1,0 +1,1 @@
+"""Tornado edge: WebSocket and REST in, typed messages to the actors, frames out."""

@@ -1,0 +1,29 @@
+"""The Tornado application: routes and settings."""
+
+from __future__ import annotations
+
+import tornado.web
+
+from chalie.edge.context import EdgeContext
+from chalie.edge.rest_auth import LoginHandler
+from chalie.edge.rest_ops import HealthHandler, MetricsHandler
+from chalie.edge.ws import ChatSocket
+
+# Tornado closes a socket outright past this size; below it, frames over server.max_frame_bytes
+# get an `error` frame and the socket stays open.
+HARD_FRAME_LIMIT = 16 * 1024 * 1024
+
+
+def make_app(ctx: EdgeContext) -> tornado.web.Application:
+    args = {"ctx": ctx}
+    return tornado.web.Application(
+        [
+            (r"/health", HealthHandler, args),
+            (r"/metrics", MetricsHandler, args),
+            (r"/auth/login", LoginHandler, args),
+            (r"/ws", ChatSocket, args),
+        ],
+        websocket_max_message_size=max(HARD_FRAME_LIMIT, ctx.config.server.max_frame_bytes),
+        websocket_ping_interval=None,
+        log_function=lambda handler: None,
+    )

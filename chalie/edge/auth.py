@@ -1,0 +1,89 @@
+"""Password and login sessions.
+
+The password is `auth.password` when set; otherwise one is made at first start, printed once,
+and only its scrypt hash is kept (table auth_password). A login gives a random session token in
+an HttpOnly cookie; the store keeps only the token's SHA-256.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import secrets
+from collections.abc import Callable
+
+import apsw
+
+from chalie.clock import Clock
+from chalie.store import db
+
+COOKIE = "chalie_session"
+_N, _R, _P = 2**14, 8, 1
+
+
+def hash_password(password: str, *, salt: bytes | None = None) -> str:
+    salt = salt or secrets.token_bytes(16)
+    digest = hashlib.scrypt(password.encode(), salt=salt, n=_N, r=_R, p=_P, dklen=32)
+    b64 = base64.b64encode
+    return f"scrypt${_N}${_R}${_P}${b64(salt).decode()}${b64(digest).decode()}"
+
+
+def verify_password(password: str, stored: str) -> bool:
+    try:
+        scheme, n, r, p, salt, digest = stored.split("$")
+    except ValueError:
+        return False
+    if scheme != "scrypt":
+        return False
+    got = hashlib.scrypt(
+        password.encode(), salt=base64.b64decode(salt), n=int(n), r=int(r), p=int(p), dklen=32
+    )
+    return hmac.compare_digest(got, base64.b64decode(digest))
+
+
+def ensure_password(conn: apsw.Connection, configured: str, clock: Clock) -> str | None:
+    """Make and store a password when none is configured or stored; return it to print once."""
+    if configured:
+        return None
+    if conn.execute("SELECT 1 FROM auth_password WHERE id = 1").fetchone():
+        return None
+    password = secrets.token_urlsafe(18)
+    with db.immediate(conn):
+        conn.execute(
+            "INSERT INTO auth_password (id, password_hash, created_at) VALUES (1, ?, ?)",
+            (hash_password(password), clock.time()),
+        )
+    return password
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+class Authenticator:
+    """Checks passwords and session tokens. Reads only; new sessions are written by the caller."""
+
+    def __init__(self, *, configured: str, read: Callable[[], apsw.Connection], clock: Clock):
+        self._configured = configured
+        self._read = read
+        self._clock = clock
+
+    def password_ok(self, password: str) -> bool:
+        """Slow on purpose (scrypt): call it off the IOLoop."""
+        if self._configured:
+            return hmac.compare_digest(password.encode(), self._configured.encode())
+        row = self._read().execute("SELECT password_hash FROM auth_password WHERE id = 1").fetchone()
+        return row is not None and verify_password(password, str(row[0]))
+
+    def session_ok(self, token: str | None) -> bool:
+        if not token:
+            return False
+        row = self._read().execute(
+            "SELECT expires_at FROM auth_sessions WHERE token_hash = ?", (token_hash(token),)
+        ).fetchone()
+        return row is not None and float(row[0]) > self._clock.time()
+
+    @staticmethod
+    def new_token() -> str:
+        return secrets.token_urlsafe(32)

@@ -1,0 +1,61 @@
+"""Client -> server frames of /ws, decoded strictly: unknown fields and types are errors."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+import msgspec
+
+MAX_IMAGE_IDS = 3
+
+
+class _ClientFrame(msgspec.Struct, frozen=True, tag_field="type", forbid_unknown_fields=True):
+    pass
+
+
+class ChatFrame(_ClientFrame, frozen=True, tag="chat"):
+    text: str
+    source: Literal["text", "voice"] = "text"
+    image_ids: tuple[str, ...] = ()
+    client_id: str | None = None
+
+
+class PongFrame(_ClientFrame, frozen=True, tag="pong"):
+    pass
+
+
+ClientFrame = ChatFrame | PongFrame
+KNOWN_TYPES = ("chat", "pong")
+
+_decoder = msgspec.json.Decoder(ClientFrame)
+_TYPE_ONLY = msgspec.json.Decoder(dict[str, object])
+
+
+class BadFrame(ValueError):
+    """A frame the server cannot accept; the message says which field and why."""
+
+
+_AT = re.compile(r" - at `\$\.?([^`]*)`")
+
+
+def decode_client_frame(data: str | bytes) -> ClientFrame:
+    try:
+        return _decoder.decode(data)
+    except msgspec.DecodeError as e:
+        raise BadFrame(_explain(data, str(e))) from None
+
+
+def _explain(data: str | bytes, error: str) -> str:
+    try:
+        raw = _TYPE_ONLY.decode(data)
+    except msgspec.DecodeError:
+        return f"frame is not a JSON object: {error}"
+    kind = raw.get("type")
+    if "type" not in raw:
+        return "frame has no `type` field"
+    if kind not in KNOWN_TYPES:
+        return f"unknown frame type {kind!r}; known: {', '.join(KNOWN_TYPES)}"
+    found = _AT.search(error)
+    where = f" (field `{found.group(1)}`)" if found and found.group(1) else ""
+    return f"bad `{kind}` frame: {_AT.sub('', error)}{where}"

@@ -1,0 +1,1 @@
+"""LLM providers behind one internal shape: ChatRequest in, ChatResponse out."""

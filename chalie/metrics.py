@@ -1,0 +1,39 @@
+"""Prometheus metrics of one server instance, on its own registry (tests build many)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        r = self.registry = registry or CollectorRegistry()
+        self.turns = Counter("chalie_turns", "Turns finished, by outcome.", ["outcome"], registry=r)
+        self.turn_seconds = Histogram(
+            "chalie_turn_seconds",
+            "Seconds from receipt of a message to its stored answer.",
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
+            registry=r,
+        )
+        self.llm_calls = Counter(
+            "chalie_llm_calls", "LLM requests, by result (ok or error).", ["result"], registry=r
+        )
+        self.llm_tokens = Counter(
+            "chalie_llm_tokens",
+            "Tokens the LLM reported (or that were estimated), by kind (prompt or completion).",
+            ["kind"],
+            registry=r,
+        )
+        self.tool_calls = Counter(
+            "chalie_tool_calls", "Tool calls, by tool and result (ok or error).",
+            ["tool", "result"], registry=r,
+        )
+        self.actor_restarts = Counter(
+            "chalie_actor_restarts", "Actors restarted by their supervisor.", ["actor"], registry=r
+        )
+        self.frames = Counter(
+            "chalie_frames", "Server frames logged and pushed, by type.", ["type"], registry=r
+        )
+        self.ws_connections = Gauge(
+            "chalie_ws_connections", "Open WebSocket connections.", registry=r
+        )

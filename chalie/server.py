@@ -1,0 +1,174 @@
+"""Wiring: the store, the actor tree, the worker pool and the Tornado edge, started and stopped
+as one. `chalie serve` runs one Server; tests start many, each with its own data and registry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pykka
+import structlog
+import tornado.httpserver
+import tornado.netutil
+from tornado.ioloop import IOLoop
+
+from chalie.act.prompts import Prompts
+from chalie.actors.session import Session, SessionDeps
+from chalie.actors.session_supervisor import SessionSupervisor
+from chalie.actors.store_writer import StoreWriter
+from chalie.actors.supervisor import ChildSpec, Directory, Link, Supervisor
+from chalie.clock import Clock, SystemClock
+from chalie.config import Config
+from chalie.edge.app import make_app
+from chalie.edge.auth import Authenticator, ensure_password
+from chalie.edge.context import EdgeContext
+from chalie.edge.hub import SocketHub
+from chalie.llm.factory import build_provider
+from chalie.llm.types import LlmProvider
+from chalie.metrics import Metrics
+from chalie.store import db
+from chalie.tools.memory import MemoryTool
+from chalie.tools.registry import ToolRegistry
+
+log = structlog.get_logger("chalie.server")
+
+
+class Server:
+    def __init__(
+        self,
+        config: Config,
+        *,
+        provider: LlmProvider | None = None,
+        clock: Clock | None = None,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self.config = config
+        self.clock = clock or SystemClock()
+        self.metrics = metrics or Metrics()
+        self.provider = provider or build_provider(config.llm)
+        self.prompts = Prompts.load()
+        self.directory = Directory()
+        self.port = 0
+        self.generated_password: str | None = None
+        self.failed = threading.Event()
+        self.failure: str | None = None
+        self._root: pykka.ActorRef[Any] | None = None
+        self._http: tornado.httpserver.HTTPServer | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._on_failure: asyncio.Event | None = None
+
+    @property
+    def db_path(self) -> Path:
+        return db.db_path(self.config.store.path)
+
+    async def start(self) -> int:
+        """Open the store, start the actors, listen; returns the port. Call on the IOLoop."""
+        store = self.config.store
+        conn = db.open_writer(
+            store.path, busy_timeout_ms=store.busy_timeout_ms, synchronous=store.synchronous
+        )
+        try:
+            self.generated_password = ensure_password(conn, self.config.auth.password, self.clock)
+        finally:
+            conn.close()
+        loop = IOLoop.current()
+        asyncio_loop = asyncio.get_running_loop()
+        self._on_failure = asyncio.Event()
+        readers = db.Readers(self.db_path, busy_timeout_ms=store.busy_timeout_ms)
+        hub = SocketHub(loop)
+        self._pool = ThreadPoolExecutor(self.config.act.workers, thread_name_prefix="chalie-work")
+        deps = SessionDeps(
+            provider=self.provider,
+            tools=ToolRegistry([MemoryTool()]),
+            prompts=self.prompts,
+            act=self.config.act,
+            llm=self.config.llm,
+            read=readers.get,
+            clock=self.clock,
+            pool=self._pool,
+            directory=self.directory,
+            metrics=self.metrics,
+        )
+        common: dict[str, Any] = {
+            "config": self.config.supervisor,
+            "clock": self.clock,
+            "directory": self.directory,
+            "metrics": self.metrics,
+        }
+
+        def give_up(reason: str) -> None:
+            self.failure = reason
+            self.failed.set()
+            asyncio_loop.call_soon_threadsafe(self._on_failure.set)  # type: ignore[union-attr]
+
+        def start_writer(link: Link) -> pykka.ActorRef[Any]:
+            return StoreWriter.start(
+                link, config=store, outbox=hub, clock=self.clock, directory=self.directory,
+                metrics=self.metrics,
+            )
+
+        def start_session(link: Link, channel: str) -> pykka.ActorRef[Any]:
+            return Session.start(link, channel=channel, deps=deps)
+
+        def start_sessions(link: Link) -> pykka.ActorRef[Any]:
+            return SessionSupervisor.start(link, session_factory=start_session, **common)
+
+        self._root = Supervisor.start(
+            None,
+            name="root",
+            children=(ChildSpec("store_writer", start_writer), ChildSpec("sessions", start_sessions)),
+            on_give_up=give_up,
+            **common,
+        )
+        app = make_app(EdgeContext(
+            config=self.config,
+            clock=self.clock,
+            auth=Authenticator(configured=self.config.auth.password, read=readers.get,
+                               clock=self.clock),
+            hub=hub,
+            metrics=self.metrics,
+            directory=self.directory,
+            read=readers.get,
+            healthy=lambda: not self.failed.is_set(),
+        ))
+        sockets = tornado.netutil.bind_sockets(
+            self.config.server.port, self.config.server.host, family=socket.AF_INET
+        )
+        self._http = tornado.httpserver.HTTPServer(app, xheaders=False)
+        self._http.add_sockets(sockets)
+        self.port = sockets[0].getsockname()[1]
+        log.info("listening", host=self.config.server.host, port=self.port,
+                 db=str(self.db_path), llm=self.config.llm.provider)
+        return self.port
+
+    async def wait_failed(self) -> str:
+        assert self._on_failure is not None
+        await self._on_failure.wait()
+        return self.failure or "unknown failure"
+
+    async def stop(self) -> None:
+        if self._http is not None:
+            self._http.stop()
+            await self._http.close_all_connections()
+            self._http = None
+        root = self._root
+        if root is not None:
+            self._root = None
+            await asyncio.get_running_loop().run_in_executor(None, _stop_actor, root)
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+        self.provider.close()
+        log.info("stopped")
+
+
+def _stop_actor(ref: pykka.ActorRef[Any]) -> None:
+    try:
+        ref.stop(block=True, timeout=30)
+    except (pykka.ActorDeadError, pykka.Timeout):
+        pass

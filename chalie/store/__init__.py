@@ -1,0 +1,1 @@
+"""SQLite through apsw, with sqlite-vec loaded on every connection."""

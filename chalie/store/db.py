@@ -1,0 +1,117 @@
+"""Connections and migrations.
+
+Every connection loads sqlite-vec and runs in WAL mode. The writer connection (one, owned by
+the StoreWriter actor) begins transactions IMMEDIATE; readers are one per thread and read-only.
+Migrations are the numbered files in migrations/, applied in order, keyed on PRAGMA user_version.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from importlib import resources
+from pathlib import Path
+
+import apsw
+import sqlite_vec
+
+from chalie.errors import StoreError
+
+DB_FILE = "chalie.db"
+
+
+def _load_vec(conn: apsw.Connection) -> None:
+    conn.enable_load_extension(True)
+    conn.load_extension(sqlite_vec.loadable_path())
+    conn.enable_load_extension(False)
+
+
+def db_path(data_dir: str | Path) -> Path:
+    return Path(data_dir) / DB_FILE
+
+
+def connect(
+    path: Path, *, busy_timeout_ms: int, synchronous: str = "FULL", readonly: bool = False
+) -> apsw.Connection:
+    """Open one connection with sqlite-vec loaded, WAL, foreign keys and a busy timeout."""
+    flags = apsw.SQLITE_OPEN_READONLY if readonly else (
+        apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
+    )
+    try:
+        conn = apsw.Connection(str(path), flags=flags)
+        _load_vec(conn)
+        conn.set_busy_timeout(busy_timeout_ms)
+        if not readonly:
+            conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute(f"PRAGMA synchronous = {synchronous}")
+        conn.execute("PRAGMA foreign_keys = ON")
+    except apsw.Error as e:
+        raise StoreError(f"cannot open {path}: {e}") from e
+    return conn
+
+
+def _migrations() -> list[tuple[int, str, str]]:
+    found = []
+    for entry in resources.files("chalie.store").joinpath("migrations").iterdir():
+        name = entry.name
+        if name.endswith(".sql"):
+            found.append((int(name.split("_", 1)[0]), name, entry.read_text(encoding="utf-8")))
+    return sorted(found)
+
+
+def migrate(conn: apsw.Connection) -> int:
+    """Apply the migrations the database has not seen; returns the resulting version."""
+    (version,) = conn.execute("PRAGMA user_version").fetchone()  # type: ignore[misc]
+    for number, name, sql in _migrations():
+        if number <= version:
+            continue
+        try:
+            with conn:
+                conn.execute(sql)
+                conn.execute(f"PRAGMA user_version = {number}")
+        except apsw.Error as e:
+            raise StoreError(f"migration {name} failed: {e}") from e
+        version = number
+    return int(version)
+
+
+def open_writer(data_dir: str | Path, *, busy_timeout_ms: int, synchronous: str) -> apsw.Connection:
+    """Create the data directory and database if needed, migrate, and return the writer."""
+    directory = Path(data_dir)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise StoreError(f"cannot create data directory {directory}: {e}") from e
+    conn = connect(db_path(directory), busy_timeout_ms=busy_timeout_ms, synchronous=synchronous)
+    migrate(conn)
+    return conn
+
+
+class Readers:
+    """Read-only connections, one per thread, opened on first use."""
+
+    def __init__(self, path: Path, *, busy_timeout_ms: int) -> None:
+        self._path = path
+        self._busy_timeout_ms = busy_timeout_ms
+        self._local = threading.local()
+
+    def get(self) -> apsw.Connection:
+        conn: apsw.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = connect(self._path, busy_timeout_ms=self._busy_timeout_ms, readonly=True)
+            self._local.conn = conn
+        return conn
+
+
+
+@contextmanager
+def immediate(conn: apsw.Connection) -> Iterator[apsw.Connection]:
+    """One write transaction, taking the write lock up front (BEGIN IMMEDIATE)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")

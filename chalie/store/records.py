@@ -1,0 +1,40 @@
+"""What the StoreWriter stores for one turn, in one transaction."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from chalie.store.effects import Effect
+
+Outcome = Literal["answered", "error", "timeout", "cancelled"]
+
+
+class StoredToolCall(msgspec.Struct, frozen=True):
+    iteration: int
+    call_id: str
+    name: str
+    args: str
+    result: str
+    is_error: bool
+    duration_ms: float
+
+
+class TurnRecord(msgspec.Struct, frozen=True):
+    id: str
+    channel: str
+    client_id: str | None
+    source: str
+    user_text: str
+    response_text: str | None
+    outcome: Outcome
+    error: str | None
+    iterations: int
+    llm_calls: int
+    tokens_total: int
+    response_time_s: float
+    started_at: float
+    finished_at: float
+    tool_calls: tuple[StoredToolCall, ...] = ()
+    effects: tuple[Effect, ...] = ()

@@ -1,0 +1,1 @@
+"""Tools the ACT loop can call: innate ones here, interface tools later, one registry."""

@@ -1,0 +1,46 @@
+"""What a tool is, what it gets when it runs, and what it gives back."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal, Protocol
+
+import apsw
+import msgspec
+
+from chalie.clock import Clock
+from chalie.llm.types import ToolSpec
+from chalie.store.effects import Effect
+
+# safe: runs at once; confirm: the person approves first; block: never runs.
+Danger = Literal["safe", "confirm", "block"]
+
+
+class ToolContext(msgspec.Struct, frozen=True):
+    """A tool's view of the world for one call. `pending` holds the effects earlier calls of
+    this turn asked for, not yet stored, so a tool can read its own turn's writes."""
+
+    channel: str
+    turn_id: str
+    read: Callable[[], apsw.Connection]
+    clock: Clock
+    pending: tuple[Effect, ...] = ()
+
+
+class ToolOutcome(msgspec.Struct, frozen=True):
+    text: str
+    is_error: bool = False
+    effects: tuple[Effect, ...] = ()
+
+
+class Tool(Protocol):
+    spec: ToolSpec
+    danger: Danger
+
+    def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
+        """Do the work. Raise nothing on purpose: a bad argument is an error outcome."""
+        ...
+
+
+def tool_error(text: str) -> ToolOutcome:
+    return ToolOutcome(text=f"error: {text}", is_error=True)

@@ -1,0 +1,84 @@
+"""The innate `memory` tool: remember a fact under a key, recall facts by words.
+
+A remembered fact is an effect stored with the turn; a newer value for the same key supersedes
+the old one. Recall sees stored facts and the ones this turn has remembered so far.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chalie.llm.types import ToolSpec
+from chalie.store.effects import RememberFact
+from chalie.store.queries import current_facts
+from chalie.tools.base import Danger, ToolContext, ToolOutcome, tool_error
+
+MAX_KEY = 200
+MAX_VALUE = 4000
+RECALL_LIMIT = 20
+
+
+def normalise_key(key: str) -> str:
+    return " ".join(key.lower().split())
+
+
+class MemoryTool:
+    danger: Danger = "safe"
+    spec = ToolSpec(
+        name="memory",
+        description=(
+            "Long-term memory of facts about the person and their world. "
+            "action=remember stores `value` under a short `key` (a newer value for the same key "
+            "replaces the old one); action=recall returns the stored facts whose key or value "
+            "contains `query` (an empty query lists the most recent facts)."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "action": {"type": "string", "enum": ["remember", "recall"]},
+                "key": {"type": "string", "description": "remember: short name of the fact"},
+                "value": {"type": "string", "description": "remember: the fact itself"},
+                "query": {"type": "string", "description": "recall: words to look for"},
+            },
+            "required": ["action"],
+        },
+    )
+
+    def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
+        action = args.get("action")
+        if action == "remember":
+            return self._remember(args)
+        if action == "recall":
+            return self._recall(args, ctx)
+        return tool_error(f"action must be 'remember' or 'recall', got {action!r}")
+
+    def _remember(self, args: dict[str, Any]) -> ToolOutcome:
+        key, value = args.get("key"), args.get("value")
+        if not isinstance(key, str) or not normalise_key(key):
+            return tool_error("remember needs a non-empty string `key`")
+        if not isinstance(value, str) or not value.strip():
+            return tool_error("remember needs a non-empty string `value`")
+        if len(key) > MAX_KEY or len(value) > MAX_VALUE:
+            return tool_error(f"key is limited to {MAX_KEY} and value to {MAX_VALUE} characters")
+        fact = RememberFact(key=normalise_key(key), value=value.strip())
+        return ToolOutcome(text=f"remembered {fact.key}: {fact.value}", effects=(fact,))
+
+    def _recall(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
+        query = args.get("query", "")
+        if not isinstance(query, str):
+            return tool_error("recall's `query` must be a string")
+        needle = query.strip().lower()
+        found: dict[str, str] = {}
+        for effect in reversed(ctx.pending):  # this turn's newest first
+            if isinstance(effect, RememberFact) and effect.key not in found and (
+                needle in effect.key or needle in effect.value.lower()
+            ):
+                found[effect.key] = effect.value
+        pending_keys = {e.key for e in ctx.pending if isinstance(e, RememberFact)}
+        for fact in current_facts(ctx.read(), needle, RECALL_LIMIT):
+            if fact.key not in found and fact.key not in pending_keys:
+                found[fact.key] = fact.value
+        if not found:
+            return ToolOutcome(text=f"no facts found for {query!r}")
+        lines = [f"- {k}: {v}" for k, v in list(found.items())[:RECALL_LIMIT]]
+        return ToolOutcome(text="\n".join(lines))

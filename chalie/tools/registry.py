@@ -1,0 +1,42 @@
+"""The tools a turn can call, and the one place a call is run and its failure contained."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import structlog
+
+from chalie.llm.types import ToolSpec
+from chalie.tools.base import Tool, ToolContext, ToolOutcome, tool_error
+
+log = structlog.get_logger("chalie.tools")
+
+
+class ToolRegistry:
+    def __init__(self, tools: Iterable[Tool]) -> None:
+        self._tools: dict[str, Tool] = {}
+        for tool in tools:
+            if tool.spec.name in self._tools:
+                raise ValueError(f"two tools are named {tool.spec.name!r}")
+            self._tools[tool.spec.name] = tool
+
+    def specs(self) -> tuple[ToolSpec, ...]:
+        return tuple(t.spec for t in self._tools.values() if t.danger != "block")
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def run(self, name: str, args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
+        """Run one call. Whatever goes wrong comes back as an error outcome for the model."""
+        tool = self._tools.get(name)
+        if tool is None:
+            known = ", ".join(sorted(self._tools)) or "none"
+            return tool_error(f"no tool named {name!r} (tools: {known})")
+        if tool.danger == "block":
+            return tool_error(f"tool {name!r} is blocked and never runs")
+        try:
+            return tool.run(args, ctx)
+        except Exception as e:  # a broken tool must not take the turn down
+            log.warning("tool_crashed", tool=name, error=repr(e))
+            return tool_error(f"tool {name!r} failed: {type(e).__name__}: {e}")
