@@ -49,6 +49,8 @@ async def _serve(config: Config) -> int:
             "chalie: it is shown only this once; set auth.password to choose your own",
             flush=True,
         )
+    log.info("listening", host=config.server.host, port=server.port, db=str(server.db_path),
+             llm=config.llm.provider)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

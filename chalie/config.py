@@ -141,9 +141,10 @@ def _merge(
         for key, value in values.items():
             if key not in base[section]:
                 raise ConfigError(f"{section}.{key}", f"unknown key (from {source})")
-            if not strict_types:
-                value = _coerce_env(base[section][key], value, f"{section}.{key}")
-            base[section][key] = value
+            dotted = f"{section}.{key}"
+            base[section][key] = (
+                value if strict_types else _coerce_env(base[section][key], value, dotted)
+            )
 
 
 def _coerce_env(default: Any, raw: str, key: str) -> Any:

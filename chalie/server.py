@@ -20,7 +20,7 @@ from tornado.ioloop import IOLoop
 from chalie.act.prompts import Prompts
 from chalie.actors.session import Session, SessionDeps
 from chalie.actors.session_supervisor import SessionSupervisor
-from chalie.actors.store_writer import StoreWriter
+from chalie.actors.store_writer import StoreWriter, close_interrupted_turns
 from chalie.actors.supervisor import ChildSpec, Directory, Link, Supervisor
 from chalie.clock import Clock, SystemClock
 from chalie.config import Config
@@ -74,6 +74,7 @@ class Server:
         )
         try:
             self.generated_password = ensure_password(conn, self.config.auth.password, self.clock)
+            close_interrupted_turns(conn, self.clock.time())
         finally:
             conn.close()
         loop = IOLoop.current()
@@ -121,7 +122,10 @@ class Server:
         self._root = Supervisor.start(
             None,
             name="root",
-            children=(ChildSpec("store_writer", start_writer), ChildSpec("sessions", start_sessions)),
+            children=(
+                ChildSpec("store_writer", start_writer),
+                ChildSpec("sessions", start_sessions),
+            ),
             on_give_up=give_up,
             **common,
         )
@@ -142,8 +146,6 @@ class Server:
         self._http = tornado.httpserver.HTTPServer(app, xheaders=False)
         self._http.add_sockets(sockets)
         self.port = sockets[0].getsockname()[1]
-        log.info("listening", host=self.config.server.host, port=self.port,
-                 db=str(self.db_path), llm=self.config.llm.provider)
         return self.port
 
     async def wait_failed(self) -> str:

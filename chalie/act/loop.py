@@ -99,7 +99,7 @@ class ActLoop:
         if not response.tool_calls or self.answer_forced:
             return Answer(response.text.strip())
         self.iteration += 1
-        runnable = []
+        runnable: list[ToolCall] = []
         for call in response.tool_calls:
             if self._would_repeat(call, runnable):
                 self._forced = True

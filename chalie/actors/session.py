@@ -40,8 +40,16 @@ from chalie.actors.supervisor import Directory, Link, SupervisedActor
 from chalie.clock import Clock, Timer
 from chalie.config import ActConfig, LlmConfig
 from chalie.errors import LlmError
-from chalie.frames import ActNarration, Done, Error, Frame, FrameMetrics, Message, Status
-from chalie.frames import text_blocks
+from chalie.frames import (
+    ActNarration,
+    Done,
+    Error,
+    Frame,
+    FrameMetrics,
+    Message,
+    Status,
+    text_blocks,
+)
 from chalie.llm.types import LlmProvider, ToolCall
 from chalie.metrics import Metrics
 from chalie.store.queries import recent_transcript

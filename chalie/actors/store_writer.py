@@ -115,30 +115,53 @@ class StoreWriter(SupervisedActor):
 
     def _close_open_exchange(self, channel: str) -> None:
         exchange = queries.open_exchange(self.conn, channel)
-        if exchange is None:
-            return
-        log.warning("closing_interrupted_turn", channel=channel, exchange_id=exchange)
-        frames = (
-            Error(message=INTERRUPTED, recoverable=True, exchange_id=exchange),
-            Done(duration_ms=0, exchange_id=exchange),
-        )
-        self._commit(channel, frames)
+        if exchange is not None:
+            log.warning("closing_interrupted_turn", channel=channel, exchange_id=exchange)
+            self._commit(channel, interrupted_frames(exchange))
 
     def _commit(self, channel: str, frames: tuple[Frame, ...], also: Any = None) -> None:
         """Log `frames` (and run `also`) in one transaction; push the frames once committed."""
         seq = self._seqs.get(channel)
         if seq is None:
             seq = queries.last_seq(self.conn, channel)
-        rows = []
-        for frame in frames:
-            seq += 1
-            exchange = getattr(frame, "exchange_id", None)
-            rows.append((seq, frame_type(frame), exchange, encode_frame(frame, seq)))
+        rows = sequenced(frames, seq)
         with db.immediate(self.conn):
             if also is not None:
                 also()
             writes.insert_events(self.conn, channel, rows, self._clock.time())
-        self._seqs[channel] = seq
+        self._seqs[channel] = seq + len(rows)
         for _, kind, _, _ in rows:
             self._metrics.frames.labels(type=kind).inc()
         self._outbox.push(channel, [body for _, _, _, body in rows])
+
+
+def sequenced(frames: tuple[Frame, ...], last: int) -> list[tuple[int, str, str | None, str]]:
+    """Event-log rows (seq, type, exchange_id, body) for frames following seq `last`."""
+    rows = []
+    for seq, frame in enumerate(frames, last + 1):
+        exchange = getattr(frame, "exchange_id", None)
+        rows.append((seq, frame_type(frame), exchange, encode_frame(frame, seq)))
+    return rows
+
+
+def interrupted_frames(exchange_id: str) -> tuple[Frame, ...]:
+    return (
+        Error(message=INTERRUPTED, recoverable=True, exchange_id=exchange_id),
+        Done(duration_ms=0, exchange_id=exchange_id),
+    )
+
+
+def close_interrupted_turns(conn: apsw.Connection, now: float) -> int:
+    """At server start no turn is running: end every turn a crash cut off. Returns how many."""
+    closed = 0
+    channels = [str(c) for (c,) in conn.execute("SELECT DISTINCT channel FROM events")]
+    with db.immediate(conn):
+        for channel in channels:
+            exchange = queries.open_exchange(conn, channel)
+            if exchange is None:
+                continue
+            log.warning("closing_interrupted_turn", channel=channel, exchange_id=exchange)
+            rows = sequenced(interrupted_frames(exchange), queries.last_seq(conn, channel))
+            writes.insert_events(conn, channel, rows, now)
+            closed += 1
+    return closed

@@ -11,6 +11,7 @@ current one. Only crashes restart a child: one that stops on purpose stays stopp
 
 from __future__ import annotations
 
+import queue
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -91,7 +92,7 @@ class RestartPolicy:
         while recent and now - recent[0] > window:
             recent.popleft()
         recent.append(now)
-        delay = self._config.backoff_initial_s * 2 ** (len(recent) - 1)
+        delay: float = self._config.backoff_initial_s * 2 ** (len(recent) - 1)
         return min(delay, self._config.backoff_max_s)
 
     def forget(self, name: str) -> None:
@@ -127,10 +128,14 @@ class SupervisedActor(pykka.ThreadingActor):
         if self._link is None:
             return
         pending = []
-        while not self.actor_inbox.empty():
-            envelope = self.actor_inbox.get_nowait()
+        inbox: queue.Queue[Any] = self.actor_inbox  # type: ignore[assignment]
+        while True:
+            try:
+                envelope = inbox.get_nowait()
+            except queue.Empty:
+                break
             if envelope.reply_to is None and not isinstance(
-                envelope.message, pykka.messages._ActorStop  # noqa: SLF001
+                envelope.message, pykka.messages._ActorStop
             ):
                 pending.append(envelope.message)
         failed = ChildFailed(self._link.name, self.actor_urn, repr(error), tuple(pending))

@@ -73,7 +73,9 @@ class Authenticator:
         """Slow on purpose (scrypt): call it off the IOLoop."""
         if self._configured:
             return hmac.compare_digest(password.encode(), self._configured.encode())
-        row = self._read().execute("SELECT password_hash FROM auth_password WHERE id = 1").fetchone()
+        row = self._read().execute(
+            "SELECT password_hash FROM auth_password WHERE id = 1"
+        ).fetchone()
         return row is not None and verify_password(password, str(row[0]))
 
     def session_ok(self, token: str | None) -> bool:

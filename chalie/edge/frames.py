@@ -41,9 +41,10 @@ _AT = re.compile(r" - at `\$\.?([^`]*)`")
 
 def decode_client_frame(data: str | bytes) -> ClientFrame:
     try:
-        return _decoder.decode(data)
+        frame: ClientFrame = _decoder.decode(data)
     except msgspec.DecodeError as e:
         raise BadFrame(_explain(data, str(e))) from None
+    return frame
 
 
 def _explain(data: str | bytes, error: str) -> str:

@@ -159,6 +159,7 @@ def _to_response(completion: _Completion, request: ChatRequest, latency: float) 
     calls = []
     for i, tc in enumerate(choice.message.tool_calls or ()):
         raw = tc.function.arguments
+        args: dict[str, Any] | None
         if isinstance(raw, dict):  # some servers (older Ollama) send an object, not a string
             args, error, raw_text = raw, None, msgspec.json.encode(raw).decode()
         else:

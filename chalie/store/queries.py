@@ -43,7 +43,7 @@ def current_facts(conn: apsw.Connection, query: str, limit: int) -> list[Fact]:
         "ORDER BY created_at DESC, id DESC LIMIT ?2",
         (pattern, limit),
     ).fetchall()
-    return [Fact(k, v, c) for k, v, c in rows]
+    return [Fact(str(k), str(v), float(c)) for k, v, c in rows]  # type: ignore[arg-type]
 
 
 def last_seq(conn: apsw.Connection, channel: str) -> int:

@@ -1,0 +1,273 @@
+"""Real parts for integration tests: a stub OpenAI-compatible LLM on 127.0.0.1, the real server
+as a subprocess, and a WebSocket client that logs in like a user's client does."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import websocket
+
+from tests.conftest import write_config
+
+ROOT = Path(__file__).resolve().parents[2]
+WAIT_S = 20.0  # generous upper bound for anything to happen; tests never sleep this long
+
+
+# --- stub LLM -------------------------------------------------------------------------------------
+
+def completion(
+    text: str = "",
+    tool_calls: list[tuple[str, str]] | None = None,
+    prompt_tokens: int = 50,
+    completion_tokens: int = 5,
+) -> dict[str, Any]:
+    """A chat-completions answer; tool_calls are (name, raw JSON arguments)."""
+    message: dict[str, Any] = {"role": "assistant", "content": text or None}
+    if tool_calls:
+        message["tool_calls"] = [
+            {"id": f"call_{i}", "type": "function", "function": {"name": n, "arguments": a}}
+            for i, (n, a) in enumerate(tool_calls)
+        ]
+    return {
+        "id": "chatcmpl-stub",
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": message,
+                     "finish_reason": "tool_calls" if tool_calls else "stop"}],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                  "total_tokens": prompt_tokens + completion_tokens},
+    }
+
+
+class Reply:
+    """What the stub does with one request: answer `body` with `status`, or run `action`."""
+
+    def __init__(self, body: Any = None, status: int = 200, raw: bytes | None = None,
+                 hold: threading.Event | None = None, drop: bool = False) -> None:
+        self.body, self.status, self.raw, self.hold, self.drop = body, status, raw, hold, drop
+
+
+class StubLlm:
+    """An OpenAI-compatible /v1/chat/completions server on loopback that replays queued replies.
+
+    With the queue empty it answers "stub answer". Every request body is kept in `requests`.
+    """
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.replies: queue.Queue[Reply] = queue.Queue()
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def setup(self) -> None:
+                super().setup()
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", 0))
+                body = json.loads(self.rfile.read(length))
+                stub.requests.append(body)
+                try:
+                    reply = stub.replies.get_nowait()
+                except queue.Empty:
+                    reply = Reply(completion("stub answer"))
+                if reply.hold is not None:
+                    reply.hold.wait(WAIT_S)
+                if reply.drop:
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    self.close_connection = True
+                    return
+                data = reply.raw if reply.raw is not None else json.dumps(reply.body).encode()
+                self.send_response(reply.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def queue(self, *replies: Reply | dict[str, Any]) -> None:
+        for r in replies:
+            self.replies.put(r if isinstance(r, Reply) else Reply(r))
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+# --- the server as a subprocess ------------------------------------------------------------------
+
+class ServerProcess:
+    """`python -m chalie serve --config FILE` with its JSON log lines collected."""
+
+    def __init__(self, workdir: Path, llm: StubLlm | None, password: str = "secret",
+                 env: dict[str, str] | None = None, **sections: dict[str, Any]) -> None:
+        merged: dict[str, dict[str, Any]] = {
+            "server": {"port": 0},
+            "store": {"path": str(workdir / "data")},
+            "auth": {"password": password},
+            "log": {"format": "json", "level": "info"},
+        }
+        if llm is not None:
+            merged["llm"] = {"base_url": llm.base_url, "retries": 0}
+        for name, values in sections.items():
+            merged.setdefault(name, {}).update(values)
+        self.config_path = write_config(workdir, merged)
+        self.db_path = workdir / "data" / "chalie.db"
+        self.password = password
+        self.env = env or {}
+        self.proc: subprocess.Popen[str] | None = None
+        self.lines: list[str] = []
+        self.port = 0
+        self.clients: list[Client] = []
+
+    def start(self) -> ServerProcess:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CHALIE_")}
+        env.update(self.env)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "chalie", "serve", "--config", str(self.config_path)],
+            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )
+        listening: queue.Queue[int] = queue.Queue()
+        proc = self.proc
+
+        def pump() -> None:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                self.lines.append(line)
+                if '"event": "listening"' in line:
+                    listening.put(json.loads(line)["port"])
+
+        self._pump = threading.Thread(target=pump, daemon=True)
+        self._pump.start()
+        try:
+            self.port = listening.get(timeout=WAIT_S)
+        except queue.Empty:
+            self.kill()
+            raise AssertionError("server did not start:\n" + "".join(self.lines)) from None
+        return self
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def log_events(self) -> list[dict[str, Any]]:
+        out = []
+        for line in list(self.lines):
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+        return out
+
+    def errors(self) -> list[dict[str, Any]]:
+        return [e for e in self.log_events() if e.get("level") in ("error", "critical")]
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown code runs, as in a crash."""
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.send_signal(signal.SIGKILL)
+            self._reap()
+
+    def stop(self) -> int:
+        """SIGTERM: a clean shutdown; returns the exit code."""
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self._reap()
+
+    def _reap(self) -> int:
+        assert self.proc is not None
+        for client in self.clients:
+            client.close()
+        self.clients.clear()
+        code = self.proc.wait(WAIT_S)
+        self._pump.join(WAIT_S)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        return code
+
+    def login(self) -> str:
+        r = httpx.post(f"{self.url}/auth/login", json={"password": self.password})
+        assert r.status_code == 200, r.text
+        return r.cookies["chalie_session"]
+
+    def connect(self, cookie: str | None = None, channel: str = "main") -> Client:
+        client = Client(self, cookie or self.login(), channel)
+        self.clients.append(client)
+        return client
+
+
+class Client:
+    """A /ws client that reads frames as JSON."""
+
+    def __init__(self, server: ServerProcess, cookie: str, channel: str) -> None:
+        self.ws = websocket.create_connection(
+            f"ws://127.0.0.1:{server.port}/ws?channel={channel}",
+            cookie=f"chalie_session={cookie}",
+            timeout=WAIT_S,
+            sockopt=((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),),
+        )
+
+    def send(self, frame: dict[str, Any] | str | bytes) -> None:
+        if isinstance(frame, dict):
+            self.ws.send(json.dumps(frame))
+        elif isinstance(frame, bytes):
+            self.ws.send_binary(frame)
+        else:
+            self.ws.send(frame)
+
+    def recv(self) -> dict[str, Any]:
+        frame: dict[str, Any] = json.loads(self.ws.recv())
+        return frame
+
+    def recv_until(self, stop: Callable[[dict[str, Any]], bool]) -> list[dict[str, Any]]:
+        frames = []
+        while True:
+            frame = self.recv()
+            frames.append(frame)
+            if stop(frame):
+                return frames
+
+    def turn(self, text: str, **extra: Any) -> list[dict[str, Any]]:
+        """Send a chat and read every frame up to and including its `done`."""
+        self.send({"type": "chat", "text": text, **extra})
+        return self.recv_until(lambda f: f["type"] == "done")
+
+    def close(self) -> None:
+        self.ws.close()
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = WAIT_S) -> None:
+    """Poll a condition another process makes true (no clock of ours can be injected there)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.01)

@@ -1,0 +1,150 @@
+"""Start-up, shutdown and crashes of the real server process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import apsw
+import httpx
+import pytest
+
+from tests.conftest import write_config
+from tests.integration.harness import ROOT, Reply, ServerProcess, StubLlm, completion
+
+
+def db_rows(path: Path, sql: str, *params: object) -> list[tuple[object, ...]]:
+    conn = apsw.Connection(str(path))
+    try:
+        return list(conn.execute(sql, params))
+    finally:
+        conn.close()
+
+
+def test_a_turn_survives_kill_9_sent_right_after_its_message_frame(
+    tmp_path: Path, llm: StubLlm
+) -> None:
+    """The message frame is pushed only after the commit, so SIGKILL cannot lose the turn."""
+    server = ServerProcess(tmp_path, llm).start()
+    remember = json.dumps({"action": "remember", "key": "dog", "value": "Rex"})
+    llm.queue(completion(tool_calls=[("memory", remember)]), completion("Rex it is."))
+    client = server.connect()
+    client.send({"type": "chat", "text": "My dog is Rex"})
+    frames = client.recv_until(lambda f: f["type"] == "message")
+    server.kill()
+    turn_id = frames[-1]["exchange_id"]
+    assert db_rows(server.db_path, "PRAGMA integrity_check") == [("ok",)]
+    assert db_rows(server.db_path, "SELECT outcome, response_text FROM turns WHERE id = ?",
+                   turn_id) == [("answered", "Rex it is.")]
+    assert db_rows(server.db_path, "SELECT count(*) FROM tool_calls WHERE turn_id = ?",
+                   turn_id) == [(1,)]
+    assert db_rows(server.db_path, "SELECT value FROM knowledge WHERE key = 'dog'") == [("Rex",)]
+
+
+def test_a_turn_cut_off_by_a_crash_ends_with_an_error_after_restart(
+    tmp_path: Path, llm: StubLlm
+) -> None:
+    """SIGKILL mid-turn: after restart the turn's exchange is closed with error + done."""
+    server = ServerProcess(tmp_path, llm).start()
+    held = threading.Event()
+    llm.queue(Reply(completion("never seen"), hold=held))
+    client = server.connect()
+    client.send({"type": "chat", "text": "slow question"})
+    status = client.recv()
+    assert status["type"] == "status"
+    server.kill()
+    held.set()
+    restarted = ServerProcess(tmp_path, llm).start()
+    try:
+        body = db_rows(restarted.db_path,
+                       "SELECT type, seq, body FROM events WHERE channel = 'main' ORDER BY seq")
+        assert [(t, s) for t, s, _ in body] == [("status", 1), ("error", 2), ("done", 3)]
+        error = json.loads(str(body[1][2]))
+        assert error["recoverable"] is True
+        assert error["exchange_id"] == status["exchange_id"]
+        assert db_rows(restarted.db_path, "SELECT count(*) FROM turns") == [(0,)]
+        frames = restarted.connect().turn("again")
+        assert [f["seq"] for f in frames] == [4, 5, 6]  # seq continues across the restart
+    finally:
+        restarted.kill()
+
+
+def test_sigterm_stops_the_server_cleanly(tmp_path: Path, llm: StubLlm) -> None:
+    """SIGTERM shuts down with exit code 0 and no error in the log."""
+    server = ServerProcess(tmp_path, llm).start()
+    server.connect().turn("hi")
+    assert server.stop() == 0
+    assert server.errors() == []
+    assert any(e.get("event") == "stopped" for e in server.log_events())
+
+
+def test_a_generated_password_is_printed_once_and_works(tmp_path: Path, llm: StubLlm) -> None:
+    """With no auth.password the first start prints a password; the second start does not."""
+    first = ServerProcess(tmp_path, llm, password="").start()
+    try:
+        printed = [ln for ln in first.lines if "generated login password" in ln]
+        assert len(printed) == 1
+        password = printed[0].rsplit(":", 1)[1].strip()
+        first.password = password
+        first.login()
+    finally:
+        first.stop()
+    stored = db_rows(first.db_path, "SELECT password_hash FROM auth_password")
+    assert password not in str(stored)
+    second = ServerProcess(tmp_path, llm, password="").start()
+    try:
+        assert not any("generated login password" in ln for ln in second.lines)
+        second.password = password
+        second.login()
+    finally:
+        second.stop()
+
+
+def _serve_with(tmp_path: Path, env: dict[str, str], config: Path | None = None) -> tuple[int, str]:
+    args = [sys.executable, "-m", "chalie", "serve"]
+    if config is not None:
+        args += ["--config", str(config)]
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("CHALIE_")}
+    proc = subprocess.run(args, cwd=ROOT, env={**clean, **env}, capture_output=True, text=True,
+                          timeout=30, check=False)
+    return proc.returncode, proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("sections", "env", "key"),
+    [
+        ({"server": {"prot": 1}}, {}, "server.prot"),
+        ({"server": {"port": "eighty"}}, {}, "server.port"),
+        ({}, {"CHALIE_SERVER__PORT": "nine thousand"}, "server.port"),
+        ({}, {"CHALIE_LLM__TEMPERATURE": "0.2"}, "llm.temperature"),
+        ({"llm": {"provider": "skynet"}}, {}, "llm.provider"),
+    ],
+)
+def test_bad_configuration_stops_start_up_naming_the_key(
+    tmp_path: Path, sections: dict[str, dict[str, object]], env: dict[str, str], key: str
+) -> None:
+    """An unknown key or a wrong type exits with code 2 and one line that names the key."""
+    sections = {"store": {"path": str(tmp_path / "data")}, **sections}
+    code, stderr = _serve_with(tmp_path, env, write_config(tmp_path, sections))
+    assert code == 2
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert key in lines[0]
+    assert not (tmp_path / "data").exists()
+
+
+def test_environment_overrides_the_config_file(tmp_path: Path, llm: StubLlm) -> None:
+    """CHALIE_AUTH__PASSWORD wins over the file's auth.password."""
+    server = ServerProcess(tmp_path, llm, password="from-file",
+                           env={"CHALIE_AUTH__PASSWORD": "from-env"}).start()
+    try:
+        r = httpx.post(f"{server.url}/auth/login", json={"password": "from-file"})
+        assert r.status_code == 401
+        server.password = "from-env"
+        server.login()
+    finally:
+        server.kill()
