@@ -84,6 +84,11 @@ class Config(_Section, frozen=True):
     log: LogConfig
 
 
+_FIELD_TYPES: dict[str, dict[str, Any]] = {
+    f.name: {g.name: g.type for g in msgspec.structs.fields(f.type)}
+    for f in msgspec.structs.fields(Config)
+}
+
 _POSITIVE = {
     "server.max_frame_bytes", "server.shutdown_grace_s", "store.busy_timeout_ms",
     "auth.session_days", "llm.context_window", "llm.request_timeout_s", "act.max_iterations",
@@ -141,30 +146,16 @@ def _merge(
         for key, value in values.items():
             if key not in base[section]:
                 raise ConfigError(f"{section}.{key}", f"unknown key (from {source})")
-            dotted = f"{section}.{key}"
-            base[section][key] = (
-                value if strict_types else _coerce_env(base[section][key], value, dotted)
-            )
+            base[section][key] = value if strict_types else _coerce_env(section, key, value)
 
 
-def _coerce_env(default: Any, raw: str, key: str) -> Any:
-    """Read an environment string as the type of the key's default."""
+def _coerce_env(section: str, key: str, raw: str) -> Any:
+    """Read an environment string as the declared type of `section.key`."""
+    section_type = _FIELD_TYPES[section]
     try:
-        if isinstance(default, bool):
-            if raw.lower() in ("1", "true", "yes", "on"):
-                return True
-            if raw.lower() in ("0", "false", "no", "off"):
-                return False
-            raise ValueError(raw)
-        if isinstance(default, int):
-            return int(raw)
-        if isinstance(default, float):
-            return float(raw)
-    except ValueError:
-        raise ConfigError(
-            key, f"expected {type(default).__name__}, got {raw!r} (from environment)"
-        ) from None
-    return raw
+        return msgspec.convert(raw, section_type[key], strict=False)
+    except msgspec.ValidationError as e:
+        raise ConfigError(f"{section}.{key}", f"{e} (from environment: {raw!r})") from None
 
 
 _PATH_RE = re.compile(r"at `\$\.([\w.]+)`")

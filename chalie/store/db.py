@@ -27,6 +27,11 @@ def _load_vec(conn: apsw.Connection) -> None:
     conn.enable_load_extension(False)
 
 
+def _casefold(*values: apsw.SQLiteValue) -> apsw.SQLiteValue:
+    (value,) = values
+    return value.casefold() if isinstance(value, str) else value
+
+
 def db_path(data_dir: str | Path) -> Path:
     return Path(data_dir) / DB_FILE
 
@@ -42,6 +47,8 @@ def connect(
         conn = apsw.Connection(str(path), flags=flags)
         _load_vec(conn)
         conn.set_busy_timeout(busy_timeout_ms)
+        # SQLite's lower() and LIKE fold ASCII only; casefold() is Python's full Unicode folding.
+        conn.create_scalar_function("casefold", _casefold, 1, deterministic=True)
         if not readonly:
             conn.execute("PRAGMA journal_mode = WAL")
         conn.execute(f"PRAGMA synchronous = {synchronous}")

@@ -36,10 +36,10 @@ def _like_escape(text: str) -> str:
 
 def current_facts(conn: apsw.Connection, query: str, limit: int) -> list[Fact]:
     """Current (not superseded) facts whose key or value contains `query`, newest first."""
-    pattern = f"%{_like_escape(query.strip().lower())}%"
+    pattern = f"%{_like_escape(query.strip().casefold())}%"
     rows = conn.execute(
         "SELECT key, value, created_at FROM knowledge WHERE superseded_at IS NULL "
-        "AND (key LIKE ?1 ESCAPE '\\' OR lower(value) LIKE ?1 ESCAPE '\\') "
+        "AND (casefold(key) LIKE ?1 ESCAPE '\\' OR casefold(value) LIKE ?1 ESCAPE '\\') "
         "ORDER BY created_at DESC, id DESC LIMIT ?2",
         (pattern, limit),
     ).fetchall()

@@ -19,7 +19,7 @@ RECALL_LIMIT = 20
 
 
 def normalise_key(key: str) -> str:
-    return " ".join(key.lower().split())
+    return " ".join(key.casefold().split())
 
 
 class MemoryTool:
@@ -67,11 +67,11 @@ class MemoryTool:
         query = args.get("query", "")
         if not isinstance(query, str):
             return tool_error("recall's `query` must be a string")
-        needle = query.strip().lower()
+        needle = query.strip().casefold()
         found: dict[str, str] = {}
         for effect in reversed(ctx.pending):  # this turn's newest first
             if isinstance(effect, RememberFact) and effect.key not in found and (
-                needle in effect.key or needle in effect.value.lower()
+                needle in effect.key or needle in effect.value.casefold()
             ):
                 found[effect.key] = effect.value
         pending_keys = {e.key for e in ctx.pending if isinstance(e, RememberFact)}

@@ -1,0 +1,185 @@
+"""The ACT loop as plain state: what each LLM request holds and what each answer leads to."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chalie.act.loop import ActLoop, Answer, Calls, TurnMetrics
+from chalie.act.prompts import Prompts
+from chalie.llm.types import ChatRequest, ChatResponse, ToolCall, ToolSpec, Usage
+from chalie.store.effects import RememberFact
+from chalie.store.queries import HistoryLine
+
+PROMPTS = Prompts.load()
+FINAL = PROMPTS.render("act_final")
+MEMORY = ToolSpec("memory", "facts", {"type": "object"})
+CLOCK = ToolSpec("clock", "time", {"type": "object"})
+RECALL = '{"action":"recall","query":"pet"}'
+
+
+def make_loop(**options: Any) -> ActLoop:
+    settings: dict[str, Any] = {
+        "prompts": PROMPTS, "user_text": "What is my pet called?", "history": (),
+        "tools": (MEMORY, CLOCK), "max_iterations": 3, "max_result_chars": 100,
+        "now_text": "2024-05-01 10:00 UTC",
+    }
+    settings.update(options)
+    return ActLoop(**settings)
+
+
+def tool_call(name: str = "memory", raw: str = RECALL, call_id: str = "call_0") -> ToolCall:
+    return ToolCall(call_id, name, {}, raw)
+
+
+def reply(text: str = "", *calls: ToolCall, tokens: int = 10) -> ChatResponse:
+    return ChatResponse(text, calls, Usage(tokens - 1, 1, tokens), "stop", 0.1)
+
+
+def user_message(request: ChatRequest) -> str:
+    (message,) = request.messages
+    assert message.role == "user"
+    return message.content
+
+
+def run_tools(loop: ActLoop, step: Any, result: str = "no facts") -> None:
+    assert isinstance(step, Calls)
+    for c in step.calls:
+        loop.record(c, result, is_error=False, duration_ms=1.0)
+
+
+# --- the request ----------------------------------------------------------------------------------
+
+def test_first_request_holds_history_message_and_empty_trail() -> None:
+    """The model gets the system prompt and one user message with history, message and trail."""
+    history = [HistoryLine("user", "I got a dog", 1.0), HistoryLine("assistant", "Nice!", 2.0)]
+    request = make_loop(history=history).request()
+    assert request.system == PROMPTS.render("act_system", now="2024-05-01 10:00 UTC")
+    assert request.tools == (MEMORY, CLOCK)
+    assert user_message(request) == PROMPTS.render(
+        "act_user", history="Person: I got a dog\nYou: Nice!",
+        user_text="What is my pet called?", trail="(nothing yet)",
+    )
+
+
+def test_empty_history_says_the_conversation_starts() -> None:
+    """With no past turns the history section says this is the start."""
+    assert "(this is the start of the conversation)" in user_message(make_loop().request())
+
+
+def test_tool_results_appear_in_the_next_request() -> None:
+    """After a call is recorded, the next request shows the call and its result in the trail."""
+    loop = make_loop()
+    step = loop.absorb(reply("", tool_call()))
+    assert step == Calls((tool_call(),))
+    run_tools(loop, step, "- pet: Rex")
+    text = user_message(loop.request())
+    assert f"[1] memory {RECALL}\n-> - pet: Rex" in text
+    assert "(nothing yet)" not in text
+    assert FINAL not in text
+
+
+def test_plain_answer_ends_the_loop_with_its_text() -> None:
+    """An answer without tool calls is the final answer, stripped of surrounding space."""
+    loop = make_loop()
+    assert loop.absorb(reply("  Rex.\n")) == Answer("Rex.")
+    assert loop.metrics() == TurnMetrics(tokens_total=10, tools={}, llm_calls=1, iterations=0)
+
+
+# --- the iteration cap ----------------------------------------------------------------------------
+
+def test_tools_are_offered_until_the_iteration_cap_then_a_final_answer_is_asked() -> None:
+    """After max_iterations tool-asking answers the request has no tools and asks to answer."""
+    loop = make_loop(max_iterations=2)
+    for n in range(2):
+        request = loop.request()
+        assert request.tools == (MEMORY, CLOCK)
+        assert loop.answer_forced is False
+        run_tools(loop, loop.absorb(reply("", tool_call(raw=f'{{"n":{n}}}'))))
+    final_request = loop.request()
+    assert loop.answer_forced is True
+    assert final_request.tools == ()
+    assert user_message(final_request).endswith(FINAL)
+
+
+def test_tool_call_after_the_cap_is_taken_as_the_answer() -> None:
+    """A model that still asks for a tool when told to answer has its text taken as the answer."""
+    loop = make_loop(max_iterations=1)
+    run_tools(loop, loop.absorb(reply("", tool_call())))
+    step = loop.absorb(reply("Probably Rex.", tool_call(raw='{"other":1}')))
+    assert step == Answer("Probably Rex.")
+    assert loop.iteration == 1
+    assert loop.metrics().llm_calls == 2
+
+
+# --- repeated calls -------------------------------------------------------------------------------
+
+def test_same_call_a_third_time_in_a_row_is_not_run_and_forces_the_answer() -> None:
+    """The third identical call (same name and arguments) is dropped and tools are withdrawn."""
+    loop = make_loop(max_iterations=10)
+    for _ in range(2):
+        run_tools(loop, loop.absorb(reply("", tool_call())))
+    assert loop.answer_forced is False
+    assert loop.absorb(reply("", tool_call())) == Calls(())
+    assert loop.answer_forced is True
+    request = loop.request()
+    assert request.tools == ()
+    assert FINAL in user_message(request)
+    assert loop.tool_counts == {"memory": 2}
+
+
+def test_repeat_within_one_answer_keeps_the_first_two() -> None:
+    """An answer asking the same call three times runs it twice and then forces the answer."""
+    loop = make_loop()
+    calls = [tool_call(call_id=f"call_{i}") for i in range(3)]
+    assert loop.absorb(reply("", *calls)) == Calls(tuple(calls[:2]))
+    assert loop.answer_forced is True
+
+
+def test_same_name_with_other_arguments_is_not_a_repeat() -> None:
+    """Calls that differ in arguments, or are interrupted by another call, all run."""
+    loop = make_loop(max_iterations=10)
+    for raw in (RECALL, RECALL, '{"action":"recall","query":"dog"}', RECALL, RECALL):
+        step = loop.absorb(reply("", tool_call(raw=raw)))
+        assert step == Calls((tool_call(raw=raw),))
+        run_tools(loop, step)
+    assert loop.answer_forced is False
+    assert loop.tool_counts == {"memory": 5}
+
+
+# --- accounting -----------------------------------------------------------------------------------
+
+def test_tokens_and_tool_counts_add_up_over_the_turn() -> None:
+    """Tokens are summed over every answer and tools are counted by name."""
+    loop = make_loop()
+    step = loop.absorb(reply("", tool_call(), tool_call("clock", "{}", "call_1"), tokens=100))
+    run_tools(loop, step)
+    run_tools(loop, loop.absorb(reply("", tool_call(raw="{}"), tokens=50)))
+    loop.absorb(reply("Rex.", tokens=7))
+    assert loop.tokens_total == 157
+    assert loop.metrics() == TurnMetrics(
+        tokens_total=157, tools={"memory": 2, "clock": 1}, llm_calls=3, iterations=2
+    )
+
+
+def test_long_tool_results_are_truncated_in_the_trail() -> None:
+    """A result longer than max_result_chars keeps its start and says it was cut."""
+    loop = make_loop(max_result_chars=10)
+    loop.absorb(reply("", tool_call()))
+    record = loop.record(tool_call(), "abcdefghijKLMNOP", is_error=False, duration_ms=2.0)
+    short = loop.record(tool_call(), "abcdefghij", is_error=True, duration_ms=1.0)
+    assert record.result == "abcdefghij …(truncated)"
+    assert short.result == "abcdefghij"
+    assert (record.iteration, short.is_error) == (1, True)
+    assert "-> abcdefghij …(truncated)" in user_message(loop.request())
+
+
+def test_pending_effects_are_collected_in_call_order() -> None:
+    """Effects asked for by recorded calls come back in the order the calls ran."""
+    loop = make_loop()
+    assert loop.pending_effects() == ()
+    loop.absorb(reply("", tool_call()))
+    facts = [RememberFact("pet", "Rex"), RememberFact("city", "Lyon"), RememberFact("pet", "Fido")]
+    loop.record(tool_call(), "ok", is_error=False, duration_ms=1.0, effects=tuple(facts[:2]))
+    loop.record(tool_call(), "no effect", is_error=False, duration_ms=1.0)
+    loop.record(tool_call(), "ok", is_error=False, duration_ms=1.0, effects=tuple(facts[2:]))
+    assert loop.pending_effects() == tuple(facts)

@@ -1,0 +1,67 @@
+"""Prompt files: checked once at load, rendered per LLM call."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from chalie.act.prompts import Prompts
+from chalie.errors import PromptError
+from chalie.paths import PROMPTS
+
+
+@pytest.fixture
+def prompt_dir(tmp_path: Path) -> Path:
+    """A copy of the shipped prompts/ that a test may break."""
+    return Path(shutil.copytree(PROMPTS, tmp_path / "prompts"))
+
+
+def test_shipped_prompts_load_and_render() -> None:
+    """The shipped prompts load and fill in the time, the conversation and the message."""
+    prompts = Prompts.load()
+    system = prompts.render("act_system", now="2024-05-01 10:00 UTC")
+    assert system.startswith("You are Chalie")
+    assert system.endswith("The time now is 2024-05-01 10:00 UTC.")
+    user = prompts.render("act_user", history="Person: hi", user_text="what now?", trail="(none)")
+    assert user == (
+        "# Conversation so far\n\nPerson: hi\n\n# The person's message\n\nwhat now?\n\n"
+        "# Your work on this message so far\n\n(none)"
+    )
+    assert prompts.render("act_final") == (PROMPTS / "act_final.md").read_text().strip()
+
+
+def test_dollar_signs_in_values_are_kept_literally() -> None:
+    """A message containing "$history" is shown as typed, not substituted."""
+    user = Prompts.load().render("act_user", history="", user_text="costs $5 $trail", trail="x")
+    assert "costs $5 $trail" in user
+
+
+def test_unknown_placeholder_is_refused_at_load(prompt_dir: Path) -> None:
+    """A prompt using a placeholder its caller does not fill fails at load, naming it."""
+    path = prompt_dir / "act_system.md"
+    path.write_text(path.read_text() + "\nYour name is $assistant_name.\n")
+    with pytest.raises(PromptError, match="assistant_name") as caught:
+        Prompts.load(prompt_dir)
+    assert "act_system.md" in str(caught.value)
+
+
+def test_malformed_placeholder_is_refused_at_load(prompt_dir: Path) -> None:
+    """A lone "$" that is not a placeholder (write "$$" for a dollar) fails at load."""
+    (prompt_dir / "act_final.md").write_text("Answer now, it costs $ 5.\n")
+    with pytest.raises(PromptError, match=r"act_final\.md"):
+        Prompts.load(prompt_dir)
+
+
+def test_missing_prompt_file_is_refused_at_load(prompt_dir: Path) -> None:
+    """A prompt directory without act_user.md fails at load, naming the file."""
+    (prompt_dir / "act_user.md").unlink()
+    with pytest.raises(PromptError, match=r"act_user\.md"):
+        Prompts.load(prompt_dir)
+
+
+def test_edited_prompt_directory_is_used(prompt_dir: Path) -> None:
+    """A person's edited prompt text is what gets rendered."""
+    (prompt_dir / "act_final.md").write_text("Answer now, no tools. It costs $$5.\n")
+    assert Prompts.load(prompt_dir).render("act_final") == "Answer now, no tools. It costs $5."
