@@ -29,12 +29,15 @@ class ServerConfig(_Section, frozen=True):
     port: int
     max_frame_bytes: int
     shutdown_grace_s: float
+    ping_interval_s: float
+    ping_misses: int
 
 
 class StoreConfig(_Section, frozen=True):
     path: str
     synchronous: Literal["FULL", "NORMAL"]
     busy_timeout_ms: int
+    events_kept: int
 
 
 class AuthConfig(_Section, frozen=True):
@@ -60,6 +63,14 @@ class ActConfig(_Section, frozen=True):
     history_turns: int
     workers: int
     max_tool_result_chars: int
+    compaction_threshold: float
+    approval_timeout_s: float
+    seed_facts: int
+
+
+class ToolsConfig(_Section, frozen=True):
+    confirm: tuple[str, ...]
+    block: tuple[str, ...]
 
 
 class SupervisorConfig(_Section, frozen=True):
@@ -80,6 +91,7 @@ class Config(_Section, frozen=True):
     auth: AuthConfig
     llm: LlmConfig
     act: ActConfig
+    tools: ToolsConfig
     supervisor: SupervisorConfig
     log: LogConfig
 
@@ -93,11 +105,12 @@ _POSITIVE = {
     "server.max_frame_bytes", "server.shutdown_grace_s", "store.busy_timeout_ms",
     "auth.session_days", "llm.context_window", "llm.request_timeout_s", "act.max_iterations",
     "act.timeout_s", "act.workers", "act.max_tool_result_chars", "supervisor.max_restarts",
-    "supervisor.within_s",
+    "supervisor.within_s", "server.ping_interval_s", "server.ping_misses",
+    "act.compaction_threshold", "act.approval_timeout_s",
 }
 _NON_NEGATIVE = {
     "llm.retries", "llm.retry_backoff_s", "act.history_turns", "supervisor.backoff_initial_s",
-    "supervisor.backoff_max_s",
+    "supervisor.backoff_max_s", "act.seed_facts",
 }
 
 
@@ -150,10 +163,14 @@ def _merge(
 
 
 def _coerce_env(section: str, key: str, raw: str) -> Any:
-    """Read an environment string as the declared type of `section.key`."""
-    section_type = _FIELD_TYPES[section]
+    """Read an environment string as the declared type of `section.key`; a list is given as
+    comma-separated items (CHALIE_TOOLS__CONFIRM=memory,forget)."""
+    kind = _FIELD_TYPES[section][key]
+    value: Any = raw
+    if getattr(kind, "__origin__", None) in (tuple, list):
+        value = [item.strip() for item in raw.split(",") if item.strip()]
     try:
-        return msgspec.convert(raw, section_type[key], strict=False)
+        return msgspec.convert(value, kind, strict=False)
     except msgspec.ValidationError as e:
         raise ConfigError(f"{section}.{key}", f"{e} (from environment: {raw!r})") from None
 
@@ -178,6 +195,12 @@ def _convert(merged: dict[str, Any]) -> Config:
                 raise ConfigError(dotted, f"must be greater than 0, got {value}")
             if dotted in _NON_NEGATIVE and value < 0:
                 raise ConfigError(dotted, f"must not be negative, got {value}")
+    if config.act.compaction_threshold > 1:
+        raise ConfigError("act.compaction_threshold",
+                          f"must be at most 1, got {config.act.compaction_threshold}")
+    if config.store.events_kept < 200:
+        raise ConfigError("store.events_kept",
+                          f"must be at least 200, got {config.store.events_kept}")
     if not 0 <= config.server.port <= 65535:
         raise ConfigError("server.port", f"must be 0-65535, got {config.server.port}")
     if config.llm.provider == "script" and not config.llm.script:

@@ -7,6 +7,8 @@ the event log, just before it is pushed. Frames that belong to a turn carry its 
 
 from __future__ import annotations
 
+from typing import Literal
+
 import msgspec
 
 
@@ -29,8 +31,11 @@ class _Frame(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
     seq: int = 0
 
 
+Stage = Literal["processing", "thinking", "retrieving_memory", "responding"]
+
+
 class Status(_Frame, frozen=True, kw_only=True, tag="status"):
-    stage: str  # processing | thinking | retrieving_memory | responding
+    stage: Stage
     exchange_id: str | None = None
 
 
@@ -62,7 +67,58 @@ class Error(_Frame, frozen=True, kw_only=True, tag="error"):
     metrics: FrameMetrics | None = None
 
 
-Frame = Status | ActNarration | Message | Done | Error
+class Card(_Frame, frozen=True, kw_only=True, tag="card"):
+    """A tool result rendered as a card."""
+
+    html: str
+    css: str
+    scope_id: str
+    tool_name: str
+    title: str
+    accent_color: str
+    output_id: str
+    topic: str | None = None
+    exchange_id: str | None = None
+
+
+class Notification(_Frame, frozen=True, kw_only=True, tag="notification"):
+    """Something that happened in the background (a scheduled prompt, a goal, a thought)."""
+
+    content: str
+    topic: str | None = None
+
+
+class Escalation(_Frame, frozen=True, kw_only=True, tag="escalation"):
+    """A tool call that waits for the person's approval. Answer with an `action` frame:
+    {"skill": "approval", "params": {"approval_id": ..., "approve": true|false}}."""
+
+    content: str
+    approval_id: str
+    tool: str
+    args: str
+    expires_in_s: float
+    exchange_id: str
+    topic: str | None = None
+
+
+class Task(_Frame, frozen=True, kw_only=True, tag="task"):
+    """A persistent task (goal) changed state."""
+
+    task_id: str
+    status: str
+    title: str
+    progress: float | None = None
+
+
+class ImageReady(_Frame, frozen=True, kw_only=True, tag="image_ready"):
+    image_id: str
+    status: Literal["success", "failed"]
+
+
+Frame = (
+    Status | ActNarration | Message | Done | Error | Card | Notification | Escalation | Task
+    | ImageReady
+)
 
 _encode = msgspec.json.Encoder().encode
 
@@ -77,3 +133,18 @@ def encode_frame(frame: Frame, seq: int) -> str:
 
 def text_blocks(text: str) -> tuple[Block, ...]:
     return (TextBlock(text=text),)
+
+
+class _SeqOnly(msgspec.Struct):
+    seq: int = 0
+
+
+_read_seq = msgspec.json.Decoder(_SeqOnly).decode
+
+# Keepalive probe: per socket, never logged, so it has no seq (spec/interfaces.md section 5).
+PING = '{"type":"ping"}'
+
+
+def frame_seq(encoded: str) -> int:
+    """The seq of an encoded frame, read without decoding the rest."""
+    return _read_seq(encoded).seq

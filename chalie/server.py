@@ -18,6 +18,7 @@ import tornado.netutil
 from tornado.ioloop import IOLoop
 
 from chalie.act.prompts import Prompts
+from chalie.actors.messages import Ping
 from chalie.actors.session import Session, SessionDeps
 from chalie.actors.session_supervisor import SessionSupervisor
 from chalie.actors.store_writer import StoreWriter, close_interrupted_turns
@@ -32,7 +33,7 @@ from chalie.llm.factory import build_provider
 from chalie.llm.types import LlmProvider
 from chalie.metrics import Metrics
 from chalie.store import db
-from chalie.tools.memory import MemoryTool
+from chalie.tools.memory import ForgetTool, MemoryTool
 from chalie.tools.registry import ToolRegistry
 
 log = structlog.get_logger("chalie.server")
@@ -61,6 +62,7 @@ class Server:
         self._http: tornado.httpserver.HTTPServer | None = None
         self._pool: ThreadPoolExecutor | None = None
         self._on_failure: asyncio.Event | None = None
+        self._hub: SocketHub | None = None
 
     @property
     def db_path(self) -> Path:
@@ -82,10 +84,13 @@ class Server:
         self._on_failure = asyncio.Event()
         readers = db.Readers(self.db_path, busy_timeout_ms=store.busy_timeout_ms)
         hub = SocketHub(loop)
+        hub.start_keepalive(self.config.server.ping_interval_s, self.config.server.ping_misses)
+        self._hub = hub
         self._pool = ThreadPoolExecutor(self.config.act.workers, thread_name_prefix="chalie-work")
         deps = SessionDeps(
             provider=self.provider,
-            tools=ToolRegistry([MemoryTool()]),
+            tools=ToolRegistry([MemoryTool(), ForgetTool()], confirm=self.config.tools.confirm,
+                               block=self.config.tools.block),
             prompts=self.prompts,
             act=self.config.act,
             llm=self.config.llm,
@@ -129,6 +134,9 @@ class Server:
             on_give_up=give_up,
             **common,
         )
+        root = self._root
+        # Answered after the root's on_start, so both children are in the Directory.
+        await asyncio.get_running_loop().run_in_executor(None, lambda: root.ask(Ping(), timeout=30))
         app = make_app(EdgeContext(
             config=self.config,
             clock=self.clock,
@@ -154,6 +162,8 @@ class Server:
         return self.failure or "unknown failure"
 
     async def stop(self) -> None:
+        if self._hub is not None:
+            self._hub.stop_keepalive()
         if self._http is not None:
             self._http.stop()
             await self._http.close_all_connections()

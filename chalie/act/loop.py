@@ -1,8 +1,9 @@
 """One turn's ACT loop as plain state: build the request, absorb the answer, record tools.
 
 The Session actor drives it: `request()` -> LLM -> `absorb()` -> for each call, run it and
-`record()` -> `request()` again, until `absorb()` returns an Answer. The loop knows no threads
-and no clocks; the driver enforces the wall-clock budget.
+`record()` -> `request()` again, until `absorb()` returns an Answer. Steering and compaction
+change the trail between requests. The loop knows no threads and no clocks; the driver enforces
+the wall-clock budget.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from chalie.store.effects import Effect
 from chalie.store.queries import HistoryLine
 
 REPEAT_LIMIT = 3  # the same call this many times in a row ends the loop
+MAX_RESTARTS = 2  # compaction stage 2 at most this often per turn
 
 
 class ToolRecord(msgspec.Struct, frozen=True):
@@ -27,6 +29,24 @@ class ToolRecord(msgspec.Struct, frozen=True):
     is_error: bool
     duration_ms: float
     effects: tuple[Effect, ...] = ()
+    approval: str | None = None  # approved | denied | expired, for `confirm` tools
+    ran: bool = True
+
+
+class SteeringNote(msgspec.Struct, frozen=True):
+    """Words the person sent while the turn was running."""
+
+    text: str
+    after_iteration: int
+
+
+class Note(msgspec.Struct, frozen=True):
+    """Something the loop itself put in the trail: a summary, a restart marker, a dropped draft."""
+
+    text: str
+
+
+TrailItem = ToolRecord | SteeringNote | Note
 
 
 class Answer(msgspec.Struct, frozen=True):
@@ -60,42 +80,75 @@ class ActLoop:
         max_iterations: int,
         max_result_chars: int,
         now_text: str,
+        state: str = "",
+        memory: str = "",
     ) -> None:
         self._prompts = prompts
-        self._user_text = user_text
-        self._history = tuple(history)
+        self.user_text = user_text
+        self.history = tuple(history)
+        self.state = state
+        self._memory = memory
         self._tools = tools
         self._max_iterations = max_iterations
         self._max_result_chars = max_result_chars
         self._system = prompts.render("act_system", now=now_text)
         self.iteration = 0
-        self.trail: list[ToolRecord] = []
+        self.trail: list[TrailItem] = []
+        self.records: list[ToolRecord] = []  # every tool record of the turn, kept past compaction
+        self.steering: list[SteeringNote] = []
         self.tokens_total = 0
         self.llm_calls = 0
+        self.restarts = 0
         self.tool_counts: Counter[str] = Counter()
         self._forced = False
+        self._compacted = 0  # trail items the pending compaction request covers
 
     @property
     def answer_forced(self) -> bool:
         """True when the next request offers no tools and asks for the final answer."""
         return self._forced or self.iteration >= self._max_iterations
 
+    # -- requests --
+
     def request(self) -> ChatRequest:
-        trail = self._render_trail()
+        trail = self.render_trail()
         if self.answer_forced:
             trail = f"{trail}\n\n{self._prompts.render('act_final')}"
         user = self._prompts.render(
             "act_user",
-            history=self._render_history(),
-            user_text=self._user_text,
+            state=self.state or "(none yet)",
+            memory=self._memory or "(nothing relevant stored)",
+            history=self.render_history(),
+            user_text=self.user_text,
             trail=trail,
         )
         tools = () if self.answer_forced else self._tools
         return ChatRequest(system=self._system, messages=(Message("user", user),), tools=tools)
 
+    def trail_summary_request(self) -> ChatRequest:
+        """Compaction stage 1: ask for one summary of the trail."""
+        self._compacted = len(self.trail)
+        text = self._prompts.render(
+            "compact_trail", user_text=self.user_text, trail=self.render_trail()
+        )
+        return ChatRequest(system="", messages=(Message("user", text),))
+
+    def checkpoint_request(self) -> ChatRequest:
+        """Compaction stage 2: ask for a Current State covering the history and this turn."""
+        self._compacted = len(self.trail)
+        text = self._prompts.render(
+            "checkpoint",
+            state=self.state or "(none)",
+            history=self.render_history(),
+            user_text=self.user_text,
+            trail=self.render_trail(),
+        )
+        return ChatRequest(system="", messages=(Message("user", text),))
+
+    # -- answers --
+
     def absorb(self, response: ChatResponse) -> Step:
-        self.llm_calls += 1
-        self.tokens_total += response.usage.total_tokens
+        self.count(response)
         if not response.tool_calls or self.answer_forced:
             return Answer(response.text.strip())
         self.iteration += 1
@@ -107,17 +160,62 @@ class ActLoop:
             runnable.append(call)
         return Calls(tuple(runnable))
 
+    def count(self, response: ChatResponse) -> None:
+        """Account one LLM call of this turn (loop or compaction) in its metrics."""
+        self.llm_calls += 1
+        self.tokens_total += response.usage.total_tokens
+
     def record(self, call: ToolCall, result: str, *, is_error: bool, duration_ms: float,
-               effects: tuple[Effect, ...] = ()) -> ToolRecord:
+               effects: tuple[Effect, ...] = (), approval: str | None = None) -> ToolRecord:
         self.tool_counts[call.name] += 1
-        if len(result) > self._max_result_chars:
-            result = result[: self._max_result_chars] + " …(truncated)"
-        record = ToolRecord(self.iteration, call, result, is_error, duration_ms, effects)
-        self.trail.append(record)
-        return record
+        return self._add(ToolRecord(self.iteration, call, self._clip(result), is_error,
+                                    duration_ms, effects, approval))
+
+    def skip(self, call: ToolCall, reason: str, *, approval: str | None = None) -> ToolRecord:
+        """A call the model asked for that did not run; the model sees why."""
+        return self._add(ToolRecord(self.iteration, call, f"not run: {reason}", True, 0.0,
+                                    approval=approval, ran=False))
+
+    def steer(self, text: str) -> None:
+        note = SteeringNote(text, self.iteration)
+        self.trail.append(note)
+        self.steering.append(note)
+        self._forced = False  # a new direction earns a new chance to use tools
+
+    def seed_memory(self, memory: str) -> None:
+        self._memory = memory
+
+    def note(self, text: str) -> None:
+        self.trail.append(Note(text))
+
+    # -- compaction --
+
+    def can_summarise_trail(self) -> bool:
+        return len(self.trail) > 1 or (len(self.trail) == 1 and not isinstance(self.trail[0], Note))
+
+    def can_restart(self) -> bool:
+        return self.restarts < MAX_RESTARTS
+
+    def apply_trail_summary(self, summary: str) -> None:
+        """Stage 1: the summary replaces the items it covers; later ones (steering) stay."""
+        later = self.trail[self._compacted:]
+        self.trail = [Note(f"Summary of your earlier work on this message:\n{summary}"), *later]
+
+    def restart(self, checkpoint: str) -> None:
+        """Stage 2: the checkpoint replaces history and trail; the loop starts at iteration 0."""
+        later = self.trail[self._compacted:]
+        self.state = checkpoint
+        self.history = ()
+        self.trail = [Note("(The loop restarted after compaction: your earlier work on this "
+                           "message is summarised in Current State.)"), *later]
+        self.iteration = 0
+        self.restarts += 1
+        self._forced = False
+
+    # -- results --
 
     def pending_effects(self) -> tuple[Effect, ...]:
-        return tuple(e for r in self.trail for e in r.effects)
+        return tuple(e for r in self.records for e in r.effects)
 
     def metrics(self) -> TurnMetrics:
         return TurnMetrics(
@@ -127,23 +225,42 @@ class ActLoop:
             iterations=self.iteration,
         )
 
+    def render_history(self) -> str:
+        if not self.history:
+            return "(this is the start of the conversation)" if not self.state else "(none since)"
+        who = {"user": "Person", "assistant": "You"}
+        return "\n".join(f"{who.get(h.role, h.role)}: {h.text}" for h in self.history)
+
+    def render_trail(self) -> str:
+        if not self.trail:
+            return "(nothing yet)"
+        blocks = []
+        for n, item in enumerate(self.trail, 1):
+            match item:
+                case ToolRecord(call=call, result=result):
+                    blocks.append(f"[{n}] {call.name} {call.raw_args or '{}'}\n-> {result}")
+                case SteeringNote(text=text):
+                    blocks.append(f"[{n}] MID-TURN STEERING from the person, sent while you were "
+                                  f"working; it takes precedence over the message above:\n{text}")
+                case Note(text=text):
+                    blocks.append(f"[{n}] {text}")
+        return "\n\n".join(blocks)
+
+    # -- internals --
+
+    def _add(self, record: ToolRecord) -> ToolRecord:
+        self.trail.append(record)
+        self.records.append(record)
+        return record
+
+    def _clip(self, result: str) -> str:
+        if len(result) > self._max_result_chars:
+            return result[: self._max_result_chars] + " …(truncated)"
+        return result
+
     def _would_repeat(self, call: ToolCall, queued: list[ToolCall]) -> bool:
-        recent = [r.call for r in self.trail] + queued
+        recent = [r.call for r in self.trail if isinstance(r, ToolRecord) and r.ran] + queued
         tail = recent[-(REPEAT_LIMIT - 1):]
         return len(tail) == REPEAT_LIMIT - 1 and all(
             c.name == call.name and c.raw_args == call.raw_args for c in tail
         )
-
-    def _render_history(self) -> str:
-        if not self._history:
-            return "(this is the start of the conversation)"
-        who = {"user": "Person", "assistant": "You"}
-        return "\n".join(f"{who.get(h.role, h.role)}: {h.text}" for h in self._history)
-
-    def _render_trail(self) -> str:
-        if not self.trail:
-            return "(nothing yet)"
-        blocks = []
-        for n, r in enumerate(self.trail, 1):
-            blocks.append(f"[{n}] {r.call.name} {r.call.raw_args or '{}'}\n-> {r.result}")
-        return "\n\n".join(blocks)

@@ -11,8 +11,10 @@ from chalie.paths import PROMPTS
 # file -> the placeholders its caller fills in
 _EXPECTED: dict[str, frozenset[str]] = {
     "act_system": frozenset({"now"}),
-    "act_user": frozenset({"history", "user_text", "trail"}),
+    "act_user": frozenset({"state", "memory", "history", "user_text", "trail"}),
     "act_final": frozenset(),
+    "compact_trail": frozenset({"user_text", "trail"}),
+    "checkpoint": frozenset({"state", "history", "user_text", "trail"}),
 }
 
 

@@ -8,7 +8,7 @@ import msgspec
 
 from chalie.frames import Frame
 from chalie.llm.types import ChatResponse
-from chalie.store.records import TurnRecord
+from chalie.store.records import StoredCompaction, TurnRecord
 from chalie.tools.base import ToolOutcome
 
 
@@ -29,6 +29,10 @@ class ChildFailed(_Msg, frozen=True):
 
 class RestartChild(_Msg, frozen=True):
     name: str
+
+
+class Ping(_Msg, frozen=True):
+    """Ask a supervisor to answer once it has started its children."""
 
 
 # --- session -----------------------------------------------------------------------------------
@@ -63,10 +67,25 @@ class ToolReturned(_Msg, frozen=True):
     turn_id: str
     outcome: ToolOutcome
     duration_ms: float
+    approval: str | None = None
 
 
 class TurnDeadline(_Msg, frozen=True):
     turn_id: str
+
+
+class CompactionReturned(_Msg, frozen=True):
+    """A compaction call came back: stage 'trail' or 'restart' of a turn, or the 'backstop'."""
+
+    turn_id: str
+    stage: str
+    response: ChatResponse
+    tokens_before: int
+
+
+class ApprovalExpired(_Msg, frozen=True):
+    turn_id: str
+    approval_id: str
 
 
 class TurnStored(_Msg, frozen=True):
@@ -78,9 +97,25 @@ class TurnStoreFailed(_Msg, frozen=True):
     error: str
 
 
+class Steer(_Msg, frozen=True):
+    """`act_steer`: redirect the running turn; with none running it is a chat."""
+
+    text: str
+    received_at: float
+
+
+class ActionRequest(_Msg, frozen=True):
+    """`action`: run a skill without the LLM, or answer an escalation (skill "approval")."""
+
+    skill: str
+    params: dict[str, Any]
+    received_at: float
+    client_id: str | None = None
+
+
 SessionMessage = (
-    UserMessage | FrameRejected | LlmReturned | LlmFailed | ToolReturned | TurnDeadline
-    | TurnStored | TurnStoreFailed
+    UserMessage | FrameRejected | Steer | ActionRequest | LlmReturned | LlmFailed | ToolReturned
+    | TurnDeadline | CompactionReturned | ApprovalExpired | TurnStored | TurnStoreFailed
 )
 
 
@@ -109,6 +144,23 @@ class CloseOpenExchange(_Msg, frozen=True):
     """A Session (re)started: end a turn of the channel that was cut off with error + done."""
 
     channel: str
+
+
+class RepushExchange(_Msg, frozen=True):
+    """Push an already logged exchange's frames again (a client retried a chat by client_id)."""
+
+    channel: str
+    exchange_id: str
+
+
+class SaveCheckpoint(_Msg, frozen=True):
+    """A new Current State of the channel, with the audit record of the call that wrote it."""
+
+    channel: str
+    text: str
+    upto_transcript_id: int
+    turn_id: str | None
+    compaction: StoredCompaction | None = None
 
 
 class CreateAuthSession(_Msg, frozen=True):

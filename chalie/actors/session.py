@@ -1,9 +1,10 @@
 """Session(channel): the user path. It owns the channel's turns and drives the ACT loop.
 
-The mailbox never blocks: LLM and tool calls run on the shared worker pool and come back as
-LlmReturned / LlmFailed / ToolReturned messages. A turn ends by handing its record and closing
-frames to the StoreWriter (CommitTurn); the next queued message starts once TurnStored arrives,
-so its prompt reads a history that includes the turn before it.
+The mailbox never blocks: LLM, compaction and tool calls run on the shared worker pool and come
+back as messages. So mid-turn steering is just a message: `Steer` lands here while a call is out
+and goes into the next request. A turn ends by handing its record and closing frames to the
+StoreWriter (CommitTurn); the next queued message starts once TurnStored arrives, so its prompt
+reads a history that includes the turn before it.
 """
 
 from __future__ import annotations
@@ -13,23 +14,32 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Executor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import apsw
+import msgspec
 import pykka
 import structlog
 
-from chalie.act.loop import ActLoop, Answer, ToolRecord
+from chalie.act.budget import PromptBudget
+from chalie.act.fastpath import is_cancel, is_empty
+from chalie.act.loop import ActLoop, Answer
 from chalie.act.prompts import Prompts
 from chalie.actors.messages import (
+    ActionRequest,
     AppendFrames,
+    ApprovalExpired,
     CloseOpenExchange,
     CommitTurn,
+    CompactionReturned,
     FrameRejected,
     LlmFailed,
     LlmReturned,
+    RepushExchange,
+    SaveCheckpoint,
+    Steer,
     ToolReturned,
     TurnDeadline,
     TurnStored,
@@ -37,29 +47,26 @@ from chalie.actors.messages import (
     UserMessage,
 )
 from chalie.actors.supervisor import Directory, Link, SupervisedActor
+from chalie.actors.turn import Approval, Turn, closing_frames, turn_record
 from chalie.clock import Clock, Timer
 from chalie.config import ActConfig, LlmConfig
 from chalie.errors import LlmError
-from chalie.frames import (
-    ActNarration,
-    Done,
-    Error,
-    Frame,
-    FrameMetrics,
-    Message,
-    Status,
-    text_blocks,
-)
-from chalie.llm.types import LlmProvider, ToolCall
+from chalie.frames import ActNarration, Done, Error, Escalation, Frame, Stage, Status
+from chalie.llm.types import ChatRequest, ChatResponse, LlmProvider, ToolCall
+from chalie.memory.seed import relevant_facts, render_facts
 from chalie.metrics import Metrics
-from chalie.store.queries import recent_transcript
-from chalie.store.records import Outcome, StoredToolCall, TurnRecord
-from chalie.tools.base import ToolContext, ToolOutcome
+from chalie.store import queries
+from chalie.store.records import Outcome, StoredCompaction
+from chalie.tools.base import ToolContext
 from chalie.tools.registry import ToolRegistry
 
 log = structlog.get_logger("chalie.session")
 
 NARRATION_ARGS_CHARS = 120
+CANCELLED = "Okay, I've stopped."
+NOTHING_TO_CANCEL = "Okay."
+EMPTY = "There was nothing in that message to answer."
+APPROVAL_SKILL = "approval"
 
 
 @dataclass(frozen=True)
@@ -78,26 +85,15 @@ class SessionDeps:
     metrics: Metrics
 
 
-@dataclass
-class _Turn:
-    id: str
-    message: UserMessage
-    loop: ActLoop
-    started_at: float  # wall clock, stored
-    deadline: float  # monotonic
-    timer: Timer
-    queued_calls: deque[ToolCall] = field(default_factory=deque)
-    running_call: ToolCall | None = None
-
-
 class Session(SupervisedActor):
     def __init__(self, link: Link | None, *, channel: str, deps: SessionDeps) -> None:
         super().__init__(link)
         self.channel = channel
         self._deps = deps
-        self._inbox: deque[UserMessage] = deque()
-        self._turn: _Turn | None = None
-        self._storing: str | None = None  # turn id handed to the StoreWriter, not yet stored
+        self._inbox: deque[UserMessage | ActionRequest] = deque()
+        self._turn: Turn | None = None
+        self._storing: tuple[str, str | None] | None = None  # (turn id, client id) being stored
+        self._backstop_running = False
 
     def started(self) -> None:
         # A predecessor that crashed mid-turn left an open exchange: close it with an error.
@@ -113,30 +109,37 @@ class Session(SupervisedActor):
     def _dispatch(self, message: Any) -> None:
         match message:
             case UserMessage():
-                self._inbox.append(message)
-                self._start_next()
+                self._on_user_message(message)
+            case Steer(text=text, received_at=received_at):
+                self._on_steer(text, received_at)
+            case ActionRequest(skill=skill) if skill == APPROVAL_SKILL:
+                self._on_approval_answer(message.params)
+            case ActionRequest():
+                self._enqueue(message)
             case FrameRejected(reason=reason):
                 self._emit(Error(message=reason, recoverable=True))
             case LlmReturned(turn_id=tid, response=response) if self._is_current(tid):
                 self._on_llm(response)
-            case LlmFailed(turn_id=tid, error=error, recoverable=recoverable) if self._is_current(
-                tid
+            case LlmFailed(turn_id=tid, error=error, recoverable=recoverable) if (
+                self._is_current(tid)
             ):
                 self._finish("error", error=error, recoverable=recoverable)
             case ToolReturned(turn_id=tid) if self._is_current(tid):
                 self._on_tool(message)
+            case CompactionReturned(stage="backstop") | LlmFailed(turn_id="backstop"):
+                self._backstop_running = False
+            case CompactionReturned(turn_id=tid) if self._is_current(tid):
+                self._on_compaction(message)
+            case ApprovalExpired(turn_id=tid, approval_id=aid) if self._is_current(tid):
+                self._resolve_approval(aid, None)
             case TurnDeadline(turn_id=tid) if self._is_current(tid):
                 self._timed_out()
-            case TurnStored(turn_id=tid) | TurnStoreFailed(turn_id=tid) if tid == self._storing:
-                if isinstance(message, TurnStoreFailed):
-                    self._emit(Error(
-                        message=f"the answer could not be stored: {message.error}",
-                        recoverable=True, exchange_id=tid,
-                    ))
-                self._storing = None
-                self._start_next()
-            case LlmReturned() | LlmFailed() | ToolReturned() | TurnDeadline() | TurnStored() | \
-                    TurnStoreFailed():
+            case TurnStored(turn_id=tid) | TurnStoreFailed(turn_id=tid) if (
+                self._storing and tid == self._storing[0]
+            ):
+                self._on_stored(message)
+            case (LlmReturned() | LlmFailed() | ToolReturned() | TurnDeadline()
+                  | CompactionReturned() | ApprovalExpired() | TurnStored() | TurnStoreFailed()):
                 log.debug("stale_message_dropped", message=type(message).__name__)
             case _:
                 log.warning("unexpected_message", message=type(message).__name__)
@@ -144,33 +147,115 @@ class Session(SupervisedActor):
     def _is_current(self, turn_id: str) -> bool:
         return self._turn is not None and self._turn.id == turn_id
 
+    # -- what the person sends --
+
+    def _on_user_message(self, message: UserMessage) -> None:
+        if self._turn is not None and not self._turn.is_action and is_cancel(message.text):
+            self._cancel_running(message.text)
+            return
+        self._enqueue(message)
+
+    def _on_steer(self, text: str, received_at: float) -> None:
+        turn = self._turn
+        if turn is None or turn.is_action:
+            self._on_user_message(UserMessage(text=text, received_at=received_at))
+            return
+        if is_cancel(text):
+            self._cancel_running(text)
+            return
+        log.info("steering_received", phase=turn.phase, chars=len(text))
+        turn.loop.steer(text)
+        while turn.queued_calls:  # calls the model chose before it saw the steering
+            turn.loop.skip(turn.queued_calls.popleft(), "the person sent new instructions first")
+        if turn.phase == "approval" and turn.approval is not None:
+            self._resolve_approval(turn.approval.id, False, reason="the person redirected instead")
+        elif turn.phase == "llm":
+            turn.steered_in_flight = True
+        # "tool" and "compacting": the next request, after the call returns, carries the steering.
+
+    def _enqueue(self, message: UserMessage | ActionRequest) -> None:
+        client_id = message.client_id
+        if client_id is not None and self._is_known(client_id):
+            return
+        self._inbox.append(message)
+        self._start_next()
+
+    def _is_known(self, client_id: str) -> bool:
+        """A client retrying a message it already sent: start nothing, show the first turn."""
+        if (self._turn and self._turn.client_id == client_id) or any(
+            m.client_id == client_id for m in self._inbox
+        ) or (self._storing and self._storing[1] == client_id):
+            log.info("duplicate_client_id_in_flight", client_id=client_id)
+            return True
+        stored = queries.turn_for_client_id(self._deps.read(), self.channel, client_id)
+        if stored is None:
+            return False
+        log.info("duplicate_client_id_replayed", client_id=client_id, exchange_id=stored)
+        self._to_writer(RepushExchange(self.channel, stored))
+        return True
+
     # -- turn start --
 
     def _start_next(self) -> None:
         if self._turn is not None or self._storing is not None or not self._inbox:
             return
-        message = self._inbox.popleft()
+        request = self._inbox.popleft()
         d = self._deps
         turn_id = uuid.uuid4().hex
         structlog.contextvars.bind_contextvars(turn_id=turn_id)
-        log.info("turn_started", chars=len(message.text), source=message.source)
+        action = isinstance(request, ActionRequest)
+        text = _action_text(request) if isinstance(request, ActionRequest) else request.text
+        log.info("turn_started", chars=len(text), kind="action" if action else "chat")
+        # First, before anything can fail: the exchange is open in the log, so a crash from
+        # here on is closed with an error frame by whoever comes next.
         self._emit(Status(stage="processing", exchange_id=turn_id))
-        history = recent_transcript(d.read(), self.channel, 2 * d.act.history_turns)
+        conn = d.read()
+        checkpoint = queries.latest_checkpoint(conn, self.channel)
+        upto = queries.last_transcript_id(conn, self.channel)
+        history = [] if action else queries.recent_transcript(
+            conn, self.channel, 2 * d.act.history_turns,
+            after_id=checkpoint.upto_transcript_id if checkpoint else 0,
+        )
+        now = datetime.fromtimestamp(d.clock.time(), UTC).strftime("%Y-%m-%d %H:%M UTC")
         loop = ActLoop(
-            prompts=d.prompts,
-            user_text=message.text,
-            history=history,
-            tools=d.tools.specs(),
-            max_iterations=d.act.max_iterations,
-            max_result_chars=d.act.max_tool_result_chars,
-            now_text=datetime.fromtimestamp(d.clock.time(), UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            prompts=d.prompts, user_text=text, history=history, tools=d.tools.specs(),
+            max_iterations=d.act.max_iterations, max_result_chars=d.act.max_tool_result_chars,
+            now_text=now, state=checkpoint.text if checkpoint else "",
         )
-        deadline = message.received_at + d.act.timeout_s
-        timer = d.clock.call_later(
-            deadline - d.clock.monotonic(), lambda: self._tell_self(TurnDeadline(turn_id))
+        deadline = request.received_at + d.act.timeout_s
+        self._turn = Turn(
+            id=turn_id, request=request, loop=loop,
+            budget=PromptBudget(d.llm.context_window, d.act.compaction_threshold),
+            started_at=d.clock.time(), deadline=deadline,
+            timer=self._deadline_timer(turn_id, deadline),
+            history_upto=upto,
         )
-        self._turn = _Turn(turn_id, message, loop, d.clock.time(), deadline, timer)
+        if isinstance(request, ActionRequest):
+            self._run_action(request)
+            return
+        if is_empty(text):
+            self._finish("cancelled", text=EMPTY)
+            return
+        if is_cancel(text):
+            self._finish("cancelled", text=NOTHING_TO_CANCEL)
+            return
+        if d.act.seed_facts and queries.any_facts(conn):
+            self._status("retrieving_memory")
+            facts = relevant_facts(conn, text, d.act.seed_facts)
+            loop.seed_memory(render_facts(facts))
         self._ask_llm()
+
+    def _run_action(self, request: ActionRequest) -> None:
+        """A deterministic skill, run directly: no LLM, zero tokens."""
+        turn = self._require_turn()
+        tool = self._deps.tools.get(request.skill)
+        if tool is None or self._deps.tools.danger(request.skill) == "block":
+            known = ", ".join(s.name for s in self._deps.tools.specs())
+            self._finish("error", error=f"no skill named {request.skill!r} (skills: {known}, "
+                         f"{APPROVAL_SKILL})", recoverable=False)
+            return
+        raw = msgspec.json.encode(request.params).decode()
+        self._run_tool(ToolCall(f"action_{turn.id[:8]}", request.skill, request.params, raw))
 
     # -- the loop --
 
@@ -182,31 +267,35 @@ class Session(SupervisedActor):
             self._timed_out()
             return
         request = turn.loop.request()
-        timeout = min(remaining, d.llm.request_timeout_s)
-        turn_id = turn.id
+        if not turn.budget.fits(request) and self._compact(request):
+            return
+        if turn.loop.answer_forced and not turn.responding_sent:
+            turn.responding_sent = True
+            self._status("responding")
+        turn.phase = "llm"
+        turn.steered_in_flight = False
+        turn_id, timeout = turn.id, min(remaining, d.llm.request_timeout_s)
 
         def job() -> Any:
-            try:
-                response = d.provider.complete(request, timeout_s=timeout)
-            except LlmError as e:
-                log.warning("llm_failed", error=str(e), recoverable=e.recoverable)
-                d.metrics.llm_calls.labels(result="error").inc()
-                return LlmFailed(turn_id, str(e), e.recoverable)
-            d.metrics.llm_calls.labels(result="ok").inc()
-            d.metrics.llm_tokens.labels(kind="prompt").inc(response.usage.prompt_tokens)
-            d.metrics.llm_tokens.labels(kind="completion").inc(response.usage.completion_tokens)
-            log.info(
-                "llm_answered",
-                tool_calls=len(response.tool_calls),
-                tokens=response.usage.total_tokens,
-                latency_s=round(response.latency_s, 4),
-            )
+            response = self._call_llm(request, timeout)
+            turn.budget.calibrate(request, response.usage)
             return LlmReturned(turn_id, response)
 
         self._submit(job)
 
-    def _on_llm(self, response: Any) -> None:
+    def _on_llm(self, response: ChatResponse) -> None:
         turn = self._require_turn()
+        if turn.steered_in_flight:
+            # The model answered without the steering: keep what it said, run none of its
+            # calls, and ask again with the steering in the trail.
+            turn.loop.count(response)
+            if response.text.strip():
+                turn.loop.note(f"Your draft answer before the steering (not sent): "
+                               f"{response.text.strip()}")
+            for call in response.tool_calls:
+                turn.loop.skip(call, "the person sent new instructions first")
+            self._ask_llm()
+            return
         step = turn.loop.absorb(response)
         if isinstance(step, Answer):
             if step.text:
@@ -219,33 +308,40 @@ class Session(SupervisedActor):
 
     def _next_call(self) -> None:
         turn = self._require_turn()
-        d = self._deps
-        if d.clock.monotonic() >= turn.deadline:
+        if self._deps.clock.monotonic() >= turn.deadline:
             self._timed_out()
             return
         if not turn.queued_calls:
             self._ask_llm()
             return
         call = turn.queued_calls.popleft()
-        turn.running_call = call
         self._emit(ActNarration(
             text=_narrate(call), step=turn.loop.iteration, tool=call.name, exchange_id=turn.id
         ))
         if call.args is None:
-            self._on_tool(ToolReturned(
-                turn.id, ToolOutcome(f"error: {call.args_error}", is_error=True), 0.0
-            ))
+            turn.loop.record(call, f"error: {call.args_error}", is_error=True, duration_ms=0.0)
+            self._next_call()
             return
-        ctx = ToolContext(
-            channel=self.channel, turn_id=turn.id, read=d.read, clock=d.clock,
-            pending=turn.loop.pending_effects(),
-        )
-        turn_id, name, args = turn.id, call.name, call.args
+        if self._deps.tools.danger(call.name) == "confirm":
+            self._ask_approval(call)
+            return
+        self._run_tool(call)
+
+    def _run_tool(self, call: ToolCall, approval: str | None = None) -> None:
+        turn = self._require_turn()
+        d = self._deps
+        turn.phase = "tool"
+        turn.running_call = call
+        turn.approval = None
+        ctx = ToolContext(channel=self.channel, turn_id=turn.id, read=d.read, clock=d.clock,
+                          pending=turn.loop.pending_effects())
+        turn_id, name, args = turn.id, call.name, call.args or {}
 
         def job() -> Any:
             started = time.perf_counter()
             outcome = d.tools.run(name, args, ctx)
-            return ToolReturned(turn_id, outcome, (time.perf_counter() - started) * 1000)
+            duration = (time.perf_counter() - started) * 1000
+            return ToolReturned(turn_id, outcome, duration, approval)
 
         self._submit(job)
 
@@ -255,73 +351,229 @@ class Session(SupervisedActor):
         assert call is not None
         turn.running_call = None
         outcome = returned.outcome
-        turn.loop.record(
-            call, outcome.text, is_error=outcome.is_error, duration_ms=returned.duration_ms,
-            effects=outcome.effects,
-        )
+        turn.loop.record(call, outcome.text, is_error=outcome.is_error,
+                         duration_ms=returned.duration_ms, effects=outcome.effects,
+                         approval=returned.approval)
         self._deps.metrics.tool_calls.labels(
             tool=call.name, result="error" if outcome.is_error else "ok"
         ).inc()
         log.info("tool_returned", tool=call.name, is_error=outcome.is_error,
                  duration_ms=round(returned.duration_ms, 2))
+        if turn.is_action:
+            if outcome.is_error:
+                self._finish("error", error=outcome.text, recoverable=False)
+            else:
+                self._finish("answered", text=outcome.text)
+            return
         self._next_call()
+
+    # -- approvals --
+
+    def _ask_approval(self, call: ToolCall) -> None:
+        turn = self._require_turn()
+        d = self._deps
+        approval_id = uuid.uuid4().hex
+        timeout = d.act.approval_timeout_s
+        turn.timer.cancel()  # waiting for the person is not charged to the turn's budget
+        turn.phase = "approval"
+        turn.running_call = call
+        turn.approval = Approval(
+            approval_id, call, d.clock.monotonic(),
+            d.clock.call_later(timeout, lambda: self._tell_self(
+                ApprovalExpired(turn.id, approval_id))),
+        )
+        log.info("approval_requested", tool=call.name, approval_id=approval_id)
+        self._emit(Escalation(
+            content=f"Chalie wants to run {call.name} {_clip(call.raw_args)}. Allow it?",
+            approval_id=approval_id, tool=call.name, args=call.raw_args,
+            expires_in_s=timeout, exchange_id=turn.id,
+        ))
+
+    def _on_approval_answer(self, params: dict[str, Any]) -> None:
+        approval_id, approve = params.get("approval_id"), params.get("approve")
+        turn = self._turn
+        pending = turn.approval if turn else None
+        if not isinstance(approval_id, str) or not isinstance(approve, bool):
+            self._emit(Error(message="approval needs params {\"approval_id\": str, "
+                             "\"approve\": bool}", recoverable=False))
+        elif pending is None or pending.id != approval_id:
+            self._emit(Error(message=f"no approval {approval_id!r} is waiting (it may have "
+                             "expired or been answered)", recoverable=False))
+        else:
+            self._resolve_approval(approval_id, approve)
+
+    def _resolve_approval(self, approval_id: str, approved: bool | None, reason: str = "") -> None:
+        """approved: True runs the call; False (denied) or None (expired) tells the model no."""
+        turn = self._require_turn()
+        pending = turn.approval
+        if pending is None or pending.id != approval_id:
+            return
+        d = self._deps
+        pending.timer.cancel()
+        turn.approval = None
+        turn.running_call = None
+        turn.deadline += d.clock.monotonic() - pending.asked_at
+        turn.timer = self._deadline_timer(turn.id, turn.deadline)
+        verdict = "approved" if approved else ("denied" if approved is False else "expired")
+        log.info("approval_resolved", tool=pending.call.name, verdict=verdict)
+        if approved:
+            self._run_tool(pending.call, approval="approved")
+            return
+        why = reason or ("the person denied it" if approved is False else
+                         f"no approval within {d.act.approval_timeout_s:g}s")
+        turn.loop.skip(pending.call, why, approval=verdict)
+        self._next_call()
+
+    # -- compaction --
+
+    def _compact(self, request: ChatRequest) -> bool:
+        """Start the next compaction stage for an oversized request; False if none is left."""
+        turn = self._require_turn()
+        tokens = turn.budget.tokens(request)
+        if turn.loop.can_summarise_trail():
+            stage, side = "trail", turn.loop.trail_summary_request()
+        elif turn.loop.can_restart():
+            stage, side = "restart", turn.loop.checkpoint_request()
+        else:
+            log.warning("prompt_over_budget", tokens=tokens, limit=turn.budget.limit)
+            return False
+        log.info("compaction_started", stage=stage, tokens=tokens, limit=turn.budget.limit)
+        self._status("thinking")
+        turn.phase = "compacting"
+        turn_id, timeout = turn.id, turn.deadline - self._deps.clock.monotonic()
+
+        def job() -> Any:
+            return CompactionReturned(turn_id, stage, self._call_llm(side, timeout), tokens)
+
+        self._submit(job)
+        return True
+
+    def _on_compaction(self, returned: CompactionReturned) -> None:
+        turn = self._require_turn()
+        summary = returned.response.text.strip()
+        turn.loop.count(returned.response)
+        if returned.stage == "trail":
+            turn.loop.apply_trail_summary(summary)
+        else:
+            turn.loop.restart(summary)
+        after = turn.budget.tokens(turn.loop.request())
+        record = StoredCompaction(
+            stage="trail" if returned.stage == "trail" else "restart",
+            tokens_before=returned.tokens_before, tokens_after=after,
+            tokens_used=returned.response.usage.total_tokens, summary=summary,
+            created_at=self._deps.clock.time(),
+        )
+        turn.compactions.append(record)
+        if returned.stage == "restart":
+            self._to_writer(SaveCheckpoint(self.channel, summary, turn.history_upto, turn.id))
+        log.info("compaction_done", stage=returned.stage, before=returned.tokens_before,
+                 after=after)
+        self._ask_llm()
+
+    def _backstop(self, after_turn: str) -> None:
+        """At the turn boundary: if the next prompt's history alone would not fit, checkpoint."""
+        d = self._deps
+        if self._backstop_running:
+            return
+        conn = d.read()
+        checkpoint = queries.latest_checkpoint(conn, self.channel)
+        upto = queries.last_transcript_id(conn, self.channel)
+        history = queries.recent_transcript(
+            conn, self.channel, 2 * d.act.history_turns,
+            after_id=checkpoint.upto_transcript_id if checkpoint else 0,
+        )
+        probe = ActLoop(
+            prompts=d.prompts, user_text="", history=history, tools=d.tools.specs(),
+            max_iterations=d.act.max_iterations, max_result_chars=d.act.max_tool_result_chars,
+            now_text="", state=checkpoint.text if checkpoint else "",
+        )
+        budget = PromptBudget(d.llm.context_window, d.act.compaction_threshold)
+        tokens = budget.tokens(probe.request())
+        if tokens <= budget.limit or not history:
+            return
+        log.info("compaction_started", stage="backstop", tokens=tokens, limit=budget.limit)
+        self._backstop_running = True
+        side = probe.checkpoint_request()
+        channel = self.channel
+
+        def job() -> Any:
+            response = self._call_llm(side, d.llm.request_timeout_s)
+            summary = response.text.strip()
+            probe.restart(summary)
+            audit = StoredCompaction("backstop", tokens, budget.tokens(probe.request()),
+                                     response.usage.total_tokens, summary, d.clock.time())
+            self._to_writer(SaveCheckpoint(channel, summary, upto, after_turn, audit))
+            return CompactionReturned("backstop", "backstop", response, tokens)
+
+        self._submit(job, turn_id="backstop")
+
+    # -- turn end --
+
+    def _cancel_running(self, text: str) -> None:
+        turn = self._require_turn()
+        log.info("turn_cancelled_by_person")
+        turn.loop.steer(text)
+        if turn.approval is not None:
+            turn.approval.timer.cancel()
+        self._finish("cancelled", text=CANCELLED)
 
     def _timed_out(self) -> None:
         budget = self._deps.act.timeout_s
         self._finish("timeout", error=f"the turn took longer than {budget:g}s and was stopped",
                      recoverable=True)
 
-    # -- turn end --
-
-    def _finish(
-        self, outcome: Outcome, *, text: str | None = None, error: str | None = None,
-        recoverable: bool = True,
-    ) -> None:
+    def _finish(self, outcome: Outcome, *, text: str | None = None, error: str | None = None,
+                recoverable: bool = True) -> None:
         turn = self._require_turn()
         d = self._deps
         turn.timer.cancel()
-        metrics = turn.loop.metrics()
-        elapsed = d.clock.monotonic() - turn.message.received_at
-        block = FrameMetrics(metrics.tokens_total, metrics.tools, round(elapsed, 4))
-        closing: tuple[Frame, ...]
-        if outcome == "answered":
-            assert text is not None
-            closing = (Message(blocks=text_blocks(text), exchange_id=turn.id, metrics=block),)
-        else:
-            closing = (Error(message=error or outcome, recoverable=recoverable,
-                             exchange_id=turn.id, metrics=block),)
-        closing += (Done(duration_ms=round(elapsed * 1000), exchange_id=turn.id),)
-        record = TurnRecord(
-            id=turn.id,
-            channel=self.channel,
-            client_id=turn.message.client_id,
-            source=turn.message.source,
-            user_text=turn.message.text,
-            response_text=text,
-            outcome=outcome,
-            error=error,
-            iterations=metrics.iterations,
-            llm_calls=metrics.llm_calls,
-            tokens_total=metrics.tokens_total,
-            response_time_s=elapsed,
-            started_at=turn.started_at,
-            finished_at=d.clock.time(),
-            tool_calls=tuple(_stored(r) for r in turn.loop.trail),
-            effects=turn.loop.pending_effects(),
-        )
+        elapsed = d.clock.monotonic() - turn.request.received_at
+        frames = closing_frames(turn, outcome, elapsed, text=text, error=error,
+                                recoverable=recoverable)
+        record = turn_record(turn, self.channel, outcome, elapsed, d.clock.time(), text=text,
+                             error=error)
         d.metrics.turns.labels(outcome=outcome).inc()
         d.metrics.turn_seconds.observe(elapsed)
-        log.info("turn_finished", outcome=outcome, tokens_total=metrics.tokens_total,
-                 llm_calls=metrics.llm_calls, response_time_s=round(elapsed, 4), error=error)
+        log.info("turn_finished", outcome=outcome, tokens_total=record.tokens_total,
+                 llm_calls=record.llm_calls, response_time_s=round(elapsed, 4), error=error)
         self._turn = None
-        self._storing = turn.id
-        self._to_writer(CommitTurn(record, closing))
+        self._storing = (turn.id, turn.client_id)
+        self._to_writer(CommitTurn(record, frames))
+
+    def _on_stored(self, message: TurnStored | TurnStoreFailed) -> None:
+        turn_id = message.turn_id
+        if isinstance(message, TurnStoreFailed):
+            self._emit(Error(message=f"the answer could not be stored: {message.error}",
+                             recoverable=True, exchange_id=turn_id),
+                       Done(duration_ms=0, exchange_id=turn_id))
+        self._storing = None
+        if not self._inbox:
+            self._backstop(turn_id)
+        self._start_next()
 
     # -- plumbing --
 
-    def _require_turn(self) -> _Turn:
+    def _call_llm(self, request: ChatRequest, timeout: float) -> ChatResponse:
+        """On a worker thread: one LLM call, counted in the metrics."""
+        d = self._deps
+        try:
+            response = d.provider.complete(request, timeout_s=timeout)
+        except LlmError:
+            d.metrics.llm_calls.labels(result="error").inc()
+            raise
+        d.metrics.llm_calls.labels(result="ok").inc()
+        d.metrics.llm_tokens.labels(kind="prompt").inc(response.usage.prompt_tokens)
+        d.metrics.llm_tokens.labels(kind="completion").inc(response.usage.completion_tokens)
+        log.info("llm_answered", tool_calls=len(response.tool_calls),
+                 tokens=response.usage.total_tokens, latency_s=round(response.latency_s, 4))
+        return response
+
+    def _require_turn(self) -> Turn:
         assert self._turn is not None, "no turn is running"
         return self._turn
+
+    def _status(self, stage: Stage) -> None:
+        self._emit(Status(stage=stage, exchange_id=self._require_turn().id))
 
     def _emit(self, *frames: Frame) -> None:
         self._to_writer(AppendFrames(self.channel, frames))
@@ -329,22 +581,31 @@ class Session(SupervisedActor):
     def _to_writer(self, message: Any) -> None:
         self._deps.directory.tell("store_writer", message)
 
+    def _deadline_timer(self, turn_id: str, deadline: float) -> Timer:
+        clock = self._deps.clock
+        return clock.call_later(deadline - clock.monotonic(),
+                                lambda: self._tell_self(TurnDeadline(turn_id)))
+
     def _tell_self(self, message: Any) -> None:
         try:
             self.actor_ref.tell(message)
         except pykka.ActorDeadError:
             pass  # this instance was stopped or replaced; its turn is gone with it
 
-    def _submit(self, job: Callable[[], Any]) -> None:
-        """Run `job` on the worker pool with this turn's log context; tell self its result."""
+    def _submit(self, job: Callable[[], Any], turn_id: str | None = None) -> None:
+        """Run `job` on the worker pool with this turn's log context; tell self its result.
+        An LlmError (or a bug) in the job ends the turn with an error frame."""
         context = structlog.contextvars.get_contextvars()
-        turn_id = self._require_turn().id
+        turn_id = turn_id or self._require_turn().id
 
         def run() -> None:
             with structlog.contextvars.bound_contextvars(**context):
                 try:
                     result = job()
-                except Exception as e:  # a bug in a job must still end the turn
+                except LlmError as e:
+                    log.warning("llm_failed", error=str(e), recoverable=e.recoverable)
+                    result = LlmFailed(turn_id, str(e), e.recoverable)
+                except Exception as e:
                     log.exception("worker_job_failed")
                     result = LlmFailed(turn_id, f"internal error: {e!r}", True)
                 self._tell_self(result)
@@ -352,20 +613,13 @@ class Session(SupervisedActor):
         self._deps.pool.submit(run)
 
 
+def _action_text(request: ActionRequest) -> str:
+    return f"[action] {request.skill} {msgspec.json.encode(request.params).decode()}"
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= NARRATION_ARGS_CHARS else text[:NARRATION_ARGS_CHARS] + "…"
+
+
 def _narrate(call: ToolCall) -> str:
-    args = call.raw_args if len(call.raw_args) <= NARRATION_ARGS_CHARS else (
-        call.raw_args[:NARRATION_ARGS_CHARS] + "…"
-    )
-    return f"{call.name} {args}".strip()
-
-
-def _stored(record: ToolRecord) -> StoredToolCall:
-    return StoredToolCall(
-        iteration=record.iteration,
-        call_id=record.call.call_id,
-        name=record.call.name,
-        args=record.call.raw_args,
-        result=record.result,
-        is_error=record.is_error,
-        duration_ms=record.duration_ms,
-    )
+    return f"{call.name} {_clip(call.raw_args)}".strip()

@@ -19,6 +19,8 @@ from chalie.actors.messages import (
     CommitTurn,
     CreateAuthSession,
     Deliver,
+    RepushExchange,
+    SaveCheckpoint,
     TurnStored,
     TurnStoreFailed,
 )
@@ -32,6 +34,7 @@ from chalie.store import db, queries, writes
 
 log = structlog.get_logger("chalie.store_writer")
 
+PRUNE_EVERY = 100  # prune a channel's event log each time its seq crosses a multiple of this
 INTERRUPTED = "this turn was interrupted by a server fault before it finished; please send it again"
 
 
@@ -87,6 +90,10 @@ class StoreWriter(SupervisedActor):
                     self._commit_turn(message)
             case CloseOpenExchange(channel=channel):
                 self._close_open_exchange(channel)
+            case RepushExchange(channel=channel, exchange_id=exchange_id):
+                self._outbox.push(channel, queries.exchange_events(self.conn, channel, exchange_id))
+            case SaveCheckpoint():
+                self._save_checkpoint(message)
             case CreateAuthSession():
                 with db.immediate(self.conn):
                     self.conn.execute(
@@ -113,6 +120,24 @@ class StoreWriter(SupervisedActor):
             reply = TurnStored(record.id)
         self._directory.tell("sessions", Deliver(record.channel, reply))
 
+    def _save_checkpoint(self, message: SaveCheckpoint) -> None:
+        now = self._clock.time()
+        try:
+            with db.immediate(self.conn):
+                writes.insert_checkpoint(
+                    self.conn, message.channel, message.text,
+                    upto_transcript_id=message.upto_transcript_id, turn_id=message.turn_id,
+                    now=now,
+                )
+                if message.compaction is not None and message.turn_id is not None:
+                    writes.insert_compaction(self.conn, message.turn_id, message.channel,
+                                             message.compaction)
+        except apsw.Error as e:
+            log.error("checkpoint_not_stored", channel=message.channel, error=str(e))
+        else:
+            log.info("checkpoint_stored", channel=message.channel,
+                     upto_transcript_id=message.upto_transcript_id)
+
     def _close_open_exchange(self, channel: str) -> None:
         exchange = queries.open_exchange(self.conn, channel)
         if exchange is not None:
@@ -125,10 +150,13 @@ class StoreWriter(SupervisedActor):
         if seq is None:
             seq = queries.last_seq(self.conn, channel)
         rows = sequenced(frames, seq)
+        kept = self._config.events_kept
         with db.immediate(self.conn):
             if also is not None:
                 also()
             writes.insert_events(self.conn, channel, rows, self._clock.time())
+            if (seq + len(rows)) // PRUNE_EVERY != seq // PRUNE_EVERY:
+                writes.prune_events(self.conn, channel, keep_after=seq + len(rows) - kept)
         self._seqs[channel] = seq + len(rows)
         for _, kind, _, _ in rows:
             self._metrics.frames.labels(type=kind).inc()

@@ -22,7 +22,7 @@ from typing import Any
 import pykka
 import structlog
 
-from chalie.actors.messages import ChildFailed, RestartChild
+from chalie.actors.messages import ChildFailed, Ping, RestartChild
 from chalie.clock import Clock
 from chalie.config import SupervisorConfig
 from chalie.metrics import Metrics
@@ -214,6 +214,8 @@ class Supervisor(SupervisedActor):
         match message:
             case ChildFailed():
                 self._child_failed(message)
+            case Ping():
+                return True
             case RestartChild(name=name):
                 spec = self._specs.get(name)
                 if spec is not None and name not in self._refs and not self._given_up:

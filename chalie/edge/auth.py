@@ -8,6 +8,7 @@ an HttpOnly cookie; the store keeps only the token's SHA-256.
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import hmac
 import secrets
@@ -32,14 +33,15 @@ def hash_password(password: str, *, salt: bytes | None = None) -> str:
 def verify_password(password: str, stored: str) -> bool:
     try:
         scheme, n, r, p, salt, digest = stored.split("$")
-    except ValueError:
+        if scheme != "scrypt":
+            return False
+        got = hashlib.scrypt(
+            password.encode(), salt=base64.b64decode(salt, validate=True), n=int(n), r=int(r),
+            p=int(p), dklen=32,
+        )
+        return hmac.compare_digest(got, base64.b64decode(digest, validate=True))
+    except (ValueError, binascii.Error):  # a damaged hash refuses every password
         return False
-    if scheme != "scrypt":
-        return False
-    got = hashlib.scrypt(
-        password.encode(), salt=base64.b64decode(salt), n=int(n), r=int(r), p=int(p), dklen=32
-    )
-    return hmac.compare_digest(got, base64.b64decode(digest))
 
 
 def ensure_password(conn: apsw.Connection, configured: str, clock: Clock) -> str | None:

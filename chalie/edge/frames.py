@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -25,8 +25,28 @@ class PongFrame(_ClientFrame, frozen=True, tag="pong"):
     pass
 
 
-ClientFrame = ChatFrame | PongFrame
-KNOWN_TYPES = ("chat", "pong")
+class ActionPayload(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    skill: str
+    params: dict[str, Any] = {}
+
+
+class ActionFrame(_ClientFrame, frozen=True, tag="action"):
+    """Run a skill directly, without the LLM; also how the person answers an escalation."""
+
+    payload: ActionPayload
+    client_id: str | None = None
+
+
+class SteerFrame(_ClientFrame, frozen=True, tag="act_steer"):
+    text: str
+
+
+class ResumeFrame(_ClientFrame, frozen=True, tag="resume"):
+    last_seq: Annotated[int, msgspec.Meta(ge=0)]
+
+
+ClientFrame = ChatFrame | PongFrame | ActionFrame | SteerFrame | ResumeFrame
+KNOWN_TYPES = ("chat", "action", "act_steer", "resume", "pong")
 
 _decoder = msgspec.json.Decoder(ClientFrame)
 _TYPE_ONLY = msgspec.json.Decoder(dict[str, object])

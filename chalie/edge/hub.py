@@ -1,4 +1,10 @@
-"""The Outbox the StoreWriter pushes to: channel -> open sockets, delivered on the IOLoop."""
+"""The Outbox the StoreWriter pushes to: channel -> open sockets, delivered on the IOLoop.
+
+Each socket remembers the highest seq it was sent, so a frame that reaches it twice (once in a
+resume replay read from the log, once as the live push of the same commit) goes out once.
+The hub also keeps sockets alive: every `ping_interval_s` it sends a `ping` frame, and closes
+a socket that let `ping_misses` pings in a row go without a reply.
+"""
 
 from __future__ import annotations
 
@@ -6,19 +12,26 @@ from collections.abc import Sequence
 from typing import Protocol
 
 import structlog
-from tornado.ioloop import IOLoop
+from tornado.ioloop import IOLoop, PeriodicCallback
+
+from chalie.frames import frame_seq
 
 log = structlog.get_logger("chalie.edge")
 
 
 class Sink(Protocol):
-    def send_frame(self, frame: str) -> None: ...
+    def send_frame(self, seq: int, frame: str) -> None: ...
+
+    def keepalive(self, max_misses: int) -> None:
+        """Send a ping, or close the socket if `max_misses` pings went unanswered."""
+        ...
 
 
 class SocketHub:
     def __init__(self, loop: IOLoop) -> None:
         self._loop = loop
         self._sockets: dict[str, set[Sink]] = {}
+        self._pinger: PeriodicCallback | None = None
 
     # Called on the IOLoop thread only.
     def register(self, channel: str, sink: Sink) -> None:
@@ -34,6 +47,20 @@ class SocketHub:
     def count(self) -> int:
         return sum(len(s) for s in self._sockets.values())
 
+    def start_keepalive(self, interval_s: float, max_misses: int) -> None:
+        self._pinger = PeriodicCallback(lambda: self.keepalive(max_misses), interval_s * 1000)
+        self._pinger.start()
+
+    def stop_keepalive(self) -> None:
+        if self._pinger is not None:
+            self._pinger.stop()
+            self._pinger = None
+
+    def keepalive(self, max_misses: int) -> None:
+        for sinks in list(self._sockets.values()):
+            for sink in list(sinks):
+                sink.keepalive(max_misses)
+
     # Called from any thread (the StoreWriter's): add_callback is the thread-safe door.
     def push(self, channel: str, frames: Sequence[str]) -> None:
         try:
@@ -42,6 +69,10 @@ class SocketHub:
             log.info("push_after_shutdown", channel=channel, frames=len(frames))
 
     def _deliver(self, channel: str, frames: tuple[str, ...]) -> None:
-        for sink in list(self._sockets.get(channel, ())):
-            for frame in frames:
-                sink.send_frame(frame)
+        sinks = self._sockets.get(channel)
+        if not sinks:
+            return
+        sequenced = [(frame_seq(f), f) for f in frames]
+        for sink in list(sinks):
+            for seq, frame in sequenced:
+                sink.send_frame(seq, frame)

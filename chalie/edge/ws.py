@@ -2,7 +2,8 @@
 
 Every answer, error frames for bad input included, comes back from the Session through the
 StoreWriter, so it carries the channel's `seq` and is in the event log. A bad frame never closes
-the socket.
+the socket. `resume` replays the log from the client's last seq; the socket's own high-water
+mark drops any live frame the replay already sent.
 """
 
 from __future__ import annotations
@@ -13,21 +14,35 @@ from typing import Any
 import structlog
 import tornado.websocket
 
-from chalie.actors.messages import Deliver, FrameRejected, UserMessage
+from chalie.actors.messages import ActionRequest, Deliver, FrameRejected, Steer, UserMessage
 from chalie.edge.auth import COOKIE
 from chalie.edge.context import EdgeContext
-from chalie.edge.frames import MAX_IMAGE_IDS, BadFrame, ChatFrame, PongFrame, decode_client_frame
+from chalie.edge.frames import (
+    MAX_IMAGE_IDS,
+    ActionFrame,
+    BadFrame,
+    ChatFrame,
+    PongFrame,
+    ResumeFrame,
+    SteerFrame,
+    decode_client_frame,
+)
+from chalie.frames import PING
+from chalie.store.queries import events_after
 
 log = structlog.get_logger("chalie.edge")
 
 CHANNEL_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 MAX_CLIENT_ID = 128
+MAX_SKILL = 64
 
 
 class ChatSocket(tornado.websocket.WebSocketHandler):
     def initialize(self, ctx: EdgeContext) -> None:
         self.ctx = ctx
         self.channel = "main"
+        self.sent_seq = 0  # highest seq this socket has been sent
+        self.missed_pongs = 0
 
     async def get(self, *args: Any, **kwargs: Any) -> None:
         if not self.ctx.auth.session_ok(self.get_cookie(COOKIE)):
@@ -53,14 +68,33 @@ class ChatSocket(tornado.websocket.WebSocketHandler):
         self.ctx.metrics.ws_connections.dec()
         log.info("ws_closed", channel=self.channel, code=self.close_code)
 
-    def send_frame(self, frame: str) -> None:
+    # -- out --
+
+    def send_frame(self, seq: int, frame: str) -> None:
+        if seq <= self.sent_seq:
+            return  # already sent by a resume replay
+        self.sent_seq = seq
+        self._write(frame)
+
+    def keepalive(self, max_misses: int) -> None:
+        if self.missed_pongs >= max_misses:
+            log.info("ws_keepalive_timeout", channel=self.channel, missed=self.missed_pongs)
+            self.close(1001, "no pong")
+            return
+        self.missed_pongs += 1
+        self._write(PING)
+
+    def _write(self, frame: str) -> None:
         try:
             self.write_message(frame)
         except tornado.websocket.WebSocketClosedError:
             pass  # on_close unregisters it
 
+    # -- in --
+
     def on_message(self, data: str | bytes) -> None:
         received = self.ctx.clock.monotonic()
+        self.missed_pongs = 0  # any frame shows the client is alive
         if isinstance(data, bytes):
             self._reject("binary frames are not accepted; send JSON text frames")
             return
@@ -83,8 +117,31 @@ class ChatSocket(tornado.websocket.WebSocketHandler):
                     text=frame.text, received_at=received, source=frame.source,
                     client_id=frame.client_id,
                 ))
+            case SteerFrame(text=text):
+                self._deliver(Steer(text=text, received_at=received))
+            case ActionFrame(payload=payload, client_id=client_id):
+                if not 0 < len(payload.skill) <= MAX_SKILL:
+                    self._reject(f"bad `action` frame: payload.skill must be 1-{MAX_SKILL} chars")
+                    return
+                if client_id is not None and not 0 < len(client_id) <= MAX_CLIENT_ID:
+                    self._reject(f"bad `action` frame: client_id must be 1-{MAX_CLIENT_ID} chars")
+                    return
+                self._deliver(ActionRequest(
+                    skill=payload.skill, params=payload.params, received_at=received,
+                    client_id=client_id,
+                ))
+            case ResumeFrame(last_seq=last_seq):
+                self._resume(last_seq)
             case PongFrame():
-                pass  # keepalive answers need no reply
+                pass
+
+    def _resume(self, last_seq: int) -> None:
+        """Replay every logged frame after `last_seq`; live frames continue from there."""
+        self.sent_seq = last_seq
+        replayed = events_after(self.ctx.read(), self.channel, last_seq)
+        log.info("ws_resume", channel=self.channel, last_seq=last_seq, frames=len(replayed))
+        for seq, frame in replayed:
+            self.send_frame(seq, frame)
 
     def _reject(self, reason: str) -> None:
         log.info("frame_rejected", channel=self.channel, reason=reason)
@@ -92,7 +149,7 @@ class ChatSocket(tornado.websocket.WebSocketHandler):
 
     def _deliver(self, message: Any) -> None:
         if not self.ctx.directory.tell("sessions", Deliver(self.channel, message)):
-            self.send_frame('{"type":"error","message":"server is restarting","recoverable":true}')
+            self._write('{"type":"error","message":"server is restarting","recoverable":true}')
 
 
 def _check_chat(frame: ChatFrame) -> str | None:

@@ -13,4 +13,10 @@ class RememberFact(msgspec.Struct, frozen=True, tag=True):
     value: str
 
 
-Effect = RememberFact
+class ForgetFact(msgspec.Struct, frozen=True, tag=True):
+    """Stop knowing the current fact under `key` (it stays in the table, superseded)."""
+
+    key: str
+
+
+Effect = RememberFact | ForgetFact

@@ -18,14 +18,16 @@ class Fact(msgspec.Struct, frozen=True):
     created_at: float
 
 
-def recent_transcript(conn: apsw.Connection, channel: str, limit: int) -> list[HistoryLine]:
-    """The channel's last `limit` transcript lines, oldest first."""
+def recent_transcript(
+    conn: apsw.Connection, channel: str, limit: int, after_id: int = 0
+) -> list[HistoryLine]:
+    """The channel's last `limit` transcript lines with id > after_id, oldest first."""
     if limit <= 0:
         return []
     rows = conn.execute(
-        "SELECT role, text, created_at FROM transcript WHERE channel = ? "
+        "SELECT role, text, created_at FROM transcript WHERE channel = ? AND id > ? "
         "ORDER BY id DESC LIMIT ?",
-        (channel, limit),
+        (channel, after_id, limit),
     ).fetchall()
     return [HistoryLine(r, t, c) for r, t, c in reversed(rows)]
 
@@ -46,9 +48,58 @@ def current_facts(conn: apsw.Connection, query: str, limit: int) -> list[Fact]:
     return [Fact(str(k), str(v), float(c)) for k, v, c in rows]  # type: ignore[arg-type]
 
 
+class Checkpoint(msgspec.Struct, frozen=True):
+    text: str
+    upto_transcript_id: int
+
+
+def latest_checkpoint(conn: apsw.Connection, channel: str) -> Checkpoint | None:
+    row = conn.execute(
+        "SELECT text, upto_transcript_id FROM checkpoints WHERE channel = ? "
+        "ORDER BY id DESC LIMIT 1",
+        (channel,),
+    ).fetchone()
+    return None if row is None else Checkpoint(str(row[0]), int(row[1]))
+
+
+def last_transcript_id(conn: apsw.Connection, channel: str) -> int:
+    row = conn.execute("SELECT max(id) FROM transcript WHERE channel = ?", (channel,)).fetchone()
+    return int(row[0]) if row and row[0] is not None else 0
+
+
+def turn_for_client_id(conn: apsw.Connection, channel: str, client_id: str) -> str | None:
+    row = conn.execute(
+        "SELECT id FROM turns WHERE channel = ? AND client_id = ?", (channel, client_id)
+    ).fetchone()
+    return None if row is None else str(row[0])
+
+
+def any_facts(conn: apsw.Connection) -> bool:
+    return conn.execute("SELECT 1 FROM knowledge WHERE superseded_at IS NULL LIMIT 1").fetchone() \
+        is not None
+
+
 def last_seq(conn: apsw.Connection, channel: str) -> int:
     row = conn.execute("SELECT max(seq) FROM events WHERE channel = ?", (channel,)).fetchone()
     return int(row[0]) if row and row[0] is not None else 0
+
+
+def events_after(conn: apsw.Connection, channel: str, after: int) -> list[tuple[int, str]]:
+    """(seq, encoded frame) of the channel's logged frames with seq > `after`, in order."""
+    rows = conn.execute(
+        "SELECT seq, body FROM events WHERE channel = ? AND seq > ? ORDER BY seq",
+        (channel, after),
+    ).fetchall()
+    return [(int(s), str(b)) for s, b in rows]  # type: ignore[arg-type]
+
+
+def exchange_events(conn: apsw.Connection, channel: str, exchange_id: str) -> list[str]:
+    """The encoded frames of one exchange (turn), in order."""
+    rows = conn.execute(
+        "SELECT body FROM events WHERE channel = ? AND exchange_id = ? ORDER BY seq",
+        (channel, exchange_id),
+    ).fetchall()
+    return [str(b) for (b,) in rows]
 
 
 def open_exchange(conn: apsw.Connection, channel: str) -> str | None:

@@ -19,6 +19,22 @@ class StoredToolCall(msgspec.Struct, frozen=True):
     result: str
     is_error: bool
     duration_ms: float
+    approval: str | None = None
+    ran: bool = True
+
+
+class StoredSteering(msgspec.Struct, frozen=True):
+    text: str
+    after_iteration: int
+
+
+class StoredCompaction(msgspec.Struct, frozen=True):
+    stage: Literal["trail", "restart", "backstop"]
+    tokens_before: int
+    tokens_after: int
+    tokens_used: int
+    summary: str
+    created_at: float
 
 
 class TurnRecord(msgspec.Struct, frozen=True):
@@ -38,3 +54,5 @@ class TurnRecord(msgspec.Struct, frozen=True):
     finished_at: float
     tool_calls: tuple[StoredToolCall, ...] = ()
     effects: tuple[Effect, ...] = ()
+    steering: tuple[StoredSteering, ...] = ()
+    compactions: tuple[StoredCompaction, ...] = ()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import apsw
 
-from chalie.store.effects import Effect, RememberFact
-from chalie.store.records import TurnRecord
+from chalie.store.effects import Effect, ForgetFact, RememberFact
+from chalie.store.records import StoredCompaction, TurnRecord
 
 
 def insert_turn(conn: apsw.Connection, t: TurnRecord) -> None:
@@ -19,10 +19,16 @@ def insert_turn(conn: apsw.Connection, t: TurnRecord) -> None:
     )
     conn.executemany(
         "INSERT INTO tool_calls (turn_id, position, iteration, call_id, name, args, result, "
-        "is_error, duration_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "is_error, duration_ms, approval, ran) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [(t.id, i, c.iteration, c.call_id, c.name, c.args, c.result, int(c.is_error),
-          c.duration_ms) for i, c in enumerate(t.tool_calls)],
+          c.duration_ms, c.approval, int(c.ran)) for i, c in enumerate(t.tool_calls)],
     )
+    conn.executemany(
+        "INSERT INTO steering (turn_id, position, text, after_iteration) VALUES (?, ?, ?, ?)",
+        [(t.id, i, s.text, s.after_iteration) for i, s in enumerate(t.steering)],
+    )
+    for c in t.compactions:
+        insert_compaction(conn, t.id, t.channel, c)
     conn.execute(
         "INSERT INTO transcript (channel, turn_id, role, text, created_at) VALUES (?, ?, ?, ?, ?)",
         (t.channel, t.id, "user", t.user_text, t.started_at),
@@ -37,8 +43,32 @@ def insert_turn(conn: apsw.Connection, t: TurnRecord) -> None:
         apply_effect(conn, effect, turn_id=t.id, now=t.finished_at)
 
 
+def insert_compaction(conn: apsw.Connection, turn_id: str, channel: str,
+                      c: StoredCompaction) -> None:
+    conn.execute(
+        "INSERT INTO compactions (turn_id, channel, stage, tokens_before, tokens_after, "
+        "tokens_used, summary, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (turn_id, channel, c.stage, c.tokens_before, c.tokens_after, c.tokens_used, c.summary,
+         c.created_at),
+    )
+
+
+def insert_checkpoint(conn: apsw.Connection, channel: str, text: str, *,
+                      upto_transcript_id: int, turn_id: str | None, now: float) -> None:
+    conn.execute(
+        "INSERT INTO checkpoints (channel, text, upto_transcript_id, turn_id, created_at) "
+        "VALUES (?, ?, ?, ?, ?)",
+        (channel, text, upto_transcript_id, turn_id, now),
+    )
+
+
 def apply_effect(conn: apsw.Connection, effect: Effect, *, turn_id: str, now: float) -> None:
     match effect:
+        case ForgetFact(key=key):
+            conn.execute(
+                "UPDATE knowledge SET superseded_at = ? WHERE key = ? AND superseded_at IS NULL",
+                (now, key),
+            )
         case RememberFact(key=key, value=value):
             old = conn.execute(
                 "SELECT id, value FROM knowledge WHERE key = ? AND superseded_at IS NULL", (key,)
@@ -56,6 +86,11 @@ def apply_effect(conn: apsw.Connection, effect: Effect, *, turn_id: str, now: fl
                     "UPDATE knowledge SET superseded_by = last_insert_rowid() WHERE id = ?",
                     (old[0],),
                 )
+
+
+def prune_events(conn: apsw.Connection, channel: str, *, keep_after: int) -> None:
+    """Drop the channel's frames with seq <= keep_after (the oldest beyond what resume keeps)."""
+    conn.execute("DELETE FROM events WHERE channel = ? AND seq <= ?", (channel, keep_after))
 
 
 def insert_events(

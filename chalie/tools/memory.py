@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from chalie.llm.types import ToolSpec
-from chalie.store.effects import RememberFact
+from chalie.store.effects import ForgetFact, RememberFact
 from chalie.store.queries import current_facts
 from chalie.tools.base import Danger, ToolContext, ToolOutcome, tool_error
 
@@ -69,12 +69,15 @@ class MemoryTool:
             return tool_error("recall's `query` must be a string")
         needle = query.strip().casefold()
         found: dict[str, str] = {}
+        forgotten: set[str] = set()
         for effect in reversed(ctx.pending):  # this turn's newest first
-            if isinstance(effect, RememberFact) and effect.key not in found and (
-                needle in effect.key or needle in effect.value.casefold()
-            ):
+            if effect.key in found or effect.key in forgotten:
+                continue
+            if isinstance(effect, ForgetFact):
+                forgotten.add(effect.key)
+            elif needle in effect.key or needle in effect.value.casefold():
                 found[effect.key] = effect.value
-        pending_keys = {e.key for e in ctx.pending if isinstance(e, RememberFact)}
+        pending_keys = {e.key for e in ctx.pending}
         for fact in current_facts(ctx.read(), needle, RECALL_LIMIT):
             if fact.key not in found and fact.key not in pending_keys:
                 found[fact.key] = fact.value
@@ -82,3 +85,31 @@ class MemoryTool:
             return ToolOutcome(text=f"no facts found for {query!r}")
         lines = [f"- {k}: {v}" for k, v in list(found.items())[:RECALL_LIMIT]]
         return ToolOutcome(text="\n".join(lines))
+
+
+class ForgetTool:
+    """Drop a stored fact. Destructive, so the person confirms it first."""
+
+    danger: Danger = "confirm"
+    spec = ToolSpec(
+        name="forget",
+        description="Forget the stored fact under `key` (as shown by memory recall).",
+        parameters={
+            "type": "object",
+            "properties": {"key": {"type": "string", "description": "the fact's key"}},
+            "required": ["key"],
+        },
+    )
+
+    def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
+        key = args.get("key")
+        if not isinstance(key, str) or not normalise_key(key):
+            return tool_error("forget needs a non-empty string `key`")
+        key = normalise_key(key)
+        known = any(f.key == key for f in current_facts(ctx.read(), key, RECALL_LIMIT))
+        pending = [e for e in ctx.pending if e.key == key]
+        if pending:
+            known = isinstance(pending[-1], RememberFact)
+        if not known:
+            return tool_error(f"no stored fact has the key {key!r}")
+        return ToolOutcome(text=f"forgot {key}", effects=(ForgetFact(key),))

@@ -1,0 +1,40 @@
+"""How big a prompt is, in tokens, and whether it still fits the context window.
+
+Counts come from the provider's reported usage where it gave one: each answer's prompt_tokens
+calibrates the ratio between the real count and a 4-characters-a-token estimate, and later
+estimates are scaled by it. With no usage reported, the plain estimate is used.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from chalie.llm.types import ChatRequest, Usage, estimate_tokens
+
+_encode = msgspec.json.encode
+
+
+def raw_estimate(request: ChatRequest) -> int:
+    tools = _encode([[t.name, t.description, t.parameters] for t in request.tools]).decode()
+    text = request.system + "".join(m.content for m in request.messages) + tools
+    return estimate_tokens(text)
+
+
+class PromptBudget:
+    def __init__(self, context_window: int, threshold: float) -> None:
+        self.limit = int(context_window * threshold)
+        self._ratio = 1.0
+
+    def tokens(self, request: ChatRequest) -> int:
+        return round(raw_estimate(request) * self._ratio)
+
+    def fits(self, request: ChatRequest) -> bool:
+        return self.tokens(request) <= self.limit
+
+    def calibrate(self, request: ChatRequest, usage: Usage) -> None:
+        """Learn from the provider's count of a prompt we estimated."""
+        if usage.estimated or usage.prompt_tokens <= 0:
+            return
+        estimate = raw_estimate(request)
+        if estimate > 0:
+            self._ratio = min(4.0, max(0.25, usage.prompt_tokens / estimate))

@@ -1,0 +1,119 @@
+"""A running turn's bookkeeping, and what it becomes at its end: a record and closing frames."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Literal
+
+from chalie.act.budget import PromptBudget
+from chalie.act.loop import ActLoop, ToolRecord
+from chalie.actors.messages import ActionRequest, UserMessage
+from chalie.clock import Timer
+from chalie.frames import Done, Error, Frame, FrameMetrics, Message, text_blocks
+from chalie.llm.types import ToolCall
+from chalie.store.records import (
+    Outcome,
+    StoredCompaction,
+    StoredSteering,
+    StoredToolCall,
+    TurnRecord,
+)
+
+Phase = Literal["llm", "tool", "approval", "compacting"]
+
+
+@dataclass
+class Approval:
+    id: str
+    call: ToolCall
+    asked_at: float  # monotonic
+    timer: Timer
+
+
+@dataclass
+class Turn:
+    id: str
+    request: UserMessage | ActionRequest
+    loop: ActLoop
+    budget: PromptBudget
+    started_at: float  # wall clock, stored
+    deadline: float  # monotonic; pushed back by time spent waiting for approvals
+    timer: Timer
+    history_upto: int  # transcript id the turn's history reaches; a checkpoint covers up to it
+    phase: Phase = "llm"
+    queued_calls: deque[ToolCall] = field(default_factory=deque)
+    running_call: ToolCall | None = None
+    approval: Approval | None = None
+    steered_in_flight: bool = False  # steering arrived while an LLM call was out
+    responding_sent: bool = False
+    compactions: list[StoredCompaction] = field(default_factory=list)
+
+    @property
+    def client_id(self) -> str | None:
+        return self.request.client_id
+
+    @property
+    def is_action(self) -> bool:
+        return isinstance(self.request, ActionRequest)
+
+    @property
+    def user_text(self) -> str:
+        return self.loop.user_text
+
+
+def closing_frames(
+    turn: Turn, outcome: Outcome, elapsed: float, *, text: str | None, error: str | None,
+    recoverable: bool,
+) -> tuple[Frame, ...]:
+    """`message` (or `error`) with the metrics block, then `done`: how every turn ends."""
+    metrics = turn.loop.metrics()
+    block = FrameMetrics(metrics.tokens_total, metrics.tools, round(elapsed, 4))
+    last: Frame
+    if text is not None:
+        last = Message(blocks=text_blocks(text), exchange_id=turn.id, metrics=block)
+    else:
+        last = Error(message=error or outcome, recoverable=recoverable, exchange_id=turn.id,
+                     metrics=block)
+    return (last, Done(duration_ms=round(elapsed * 1000), exchange_id=turn.id))
+
+
+def turn_record(
+    turn: Turn, channel: str, outcome: Outcome, elapsed: float, finished_at: float, *,
+    text: str | None, error: str | None,
+) -> TurnRecord:
+    metrics = turn.loop.metrics()
+    return TurnRecord(
+        id=turn.id,
+        channel=channel,
+        client_id=turn.client_id,
+        source=turn.request.source if isinstance(turn.request, UserMessage) else "action",
+        user_text=turn.user_text,
+        response_text=text,
+        outcome=outcome,
+        error=error,
+        iterations=metrics.iterations,
+        llm_calls=metrics.llm_calls,
+        tokens_total=metrics.tokens_total,
+        response_time_s=elapsed,
+        started_at=turn.started_at,
+        finished_at=finished_at,
+        tool_calls=tuple(_stored(r) for r in turn.loop.records),
+        effects=turn.loop.pending_effects(),
+        steering=tuple(StoredSteering(s.text, s.after_iteration) for s in turn.loop.steering),
+        compactions=tuple(turn.compactions),
+    )
+
+
+def _stored(record: ToolRecord) -> StoredToolCall:
+    return StoredToolCall(
+        iteration=record.iteration,
+        call_id=record.call.call_id,
+        name=record.call.name,
+        args=record.call.raw_args,
+        result=record.result,
+        is_error=record.is_error,
+        duration_ms=record.duration_ms,
+        approval=record.approval,
+        ran=record.ran,
+    )

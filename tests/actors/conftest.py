@@ -1,0 +1,306 @@
+"""The real actor tree in-process, wired like chalie/server.py, with fakes only at the seams:
+a ManualClock that tells tests when a timer is scheduled, an Outbox that records the frames a
+client would receive, an inline (or real) worker pool, and a scripted or blocking LLM."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import apsw
+import pykka
+import pytest
+
+from chalie.act.prompts import Prompts
+from chalie.actors.messages import Deliver, UserMessage
+from chalie.actors.session import Session, SessionDeps
+from chalie.actors.session_supervisor import SessionSupervisor
+from chalie.actors.store_writer import StoreWriter
+from chalie.actors.supervisor import ChildSpec, Directory, Link, Supervisor
+from chalie.clock import ManualClock, Timer
+from chalie.config import Config
+from chalie.llm.types import ChatRequest, ChatResponse, LlmProvider, Usage
+from chalie.metrics import Metrics
+from chalie.store import db
+from chalie.tools.base import Tool
+from chalie.tools.memory import MemoryTool
+from chalie.tools.registry import ToolRegistry
+
+WAIT_S = 10.0  # upper bound for another thread's work; a passing test never waits this long
+
+Read = Callable[[], apsw.Connection]
+
+
+class Waitable:
+    """State shared with other threads, with waits that fail the test after WAIT_S."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+
+    def _changed(self) -> None:
+        self._cond.notify_all()
+
+    def _wait(self, ready: Callable[[], bool], what: str, state: Callable[[], Any]) -> None:
+        with self._cond:
+            if not self._cond.wait_for(ready, WAIT_S):
+                pytest.fail(f"gave up after {WAIT_S}s waiting for {what}; have {state()!r}")
+
+
+class Recording(Waitable):
+    """A thread-safe list of things that happened, in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._items: list[Any] = []
+
+    def add(self, item: Any) -> None:
+        with self._cond:
+            self._items.append(item)
+            self._changed()
+
+    @property
+    def items(self) -> list[Any]:
+        with self._cond:
+            return list(self._items)
+
+    def wait_for(self, ready: Callable[[list[Any]], bool], what: str) -> list[Any]:
+        self._wait(lambda: ready(self._items), what, lambda: self._items)
+        return self.items
+
+
+class RecorderActor(pykka.ThreadingActor):
+    """Stands in for an actor a test only listens to: records every message it is told."""
+
+    def __init__(self, recording: Recording) -> None:
+        super().__init__()
+        self._recording = recording
+
+    def on_receive(self, message: Any) -> Any:
+        self._recording.add(message)
+
+
+class FakeOutbox(Waitable):
+    """Records each channel's pushed frames, decoded, as a client on that channel would see them.
+
+    `on_push(channel, frames)` runs on the pushing thread (the StoreWriter's) before the frames
+    are recorded: a test can look at the store at the moment a frame goes out.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._frames: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        self.on_push: Callable[[str, list[dict[str, Any]]], None] | None = None
+
+    def push(self, channel: str, frames: Any) -> None:
+        decoded = [json.loads(f) for f in frames]
+        if self.on_push is not None:
+            self.on_push(channel, decoded)
+        with self._cond:
+            self._frames[channel].extend(decoded)
+            self._changed()
+
+    def frames(self, channel: str = "main") -> list[dict[str, Any]]:
+        with self._cond:
+            return list(self._frames[channel])
+
+    def wait_for(
+        self, ready: Callable[[list[dict[str, Any]]], bool], what: str, channel: str = "main"
+    ) -> list[dict[str, Any]]:
+        self._wait(lambda: ready(self._frames[channel]), what, lambda: self._frames[channel])
+        return self.frames(channel)
+
+    def wait_for_type(
+        self, kind: str, count: int = 1, channel: str = "main"
+    ) -> list[dict[str, Any]]:
+        """All frames of `channel` once `count` frames of type `kind` have been pushed."""
+        return self.wait_for(
+            lambda fs: sum(f["type"] == kind for f in fs) >= count,
+            f"{count} `{kind}` frame(s) on {channel!r}", channel,
+        )
+
+
+class WatchedClock(ManualClock, Waitable):
+    """A ManualClock a test can wait on until another thread has scheduled a timer."""
+
+    def __init__(self) -> None:
+        ManualClock.__init__(self)
+        Waitable.__init__(self)
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> Timer:
+        timer = super().call_later(delay, callback)
+        with self._cond:
+            self._changed()
+        return timer
+
+    def wait_for_timers(self, count: int = 1) -> None:
+        self._wait(lambda: self.pending() >= count, f"{count} pending timer(s)", self.pending)
+
+
+class InlineExecutor(Executor):
+    """Runs each job at once on the submitting thread: deterministic turns, no worker threads."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as e:  # a Future carries any failure
+            future.set_exception(e)
+        return future
+
+
+class BlockingProvider:
+    """An LLM whose first answer waits until the test calls `release()`; later ones come at once."""
+
+    def __init__(self, *texts: str) -> None:
+        self.entered = threading.Event()
+        self._release = threading.Event()
+        self._texts = list(texts)
+        self._lock = threading.Lock()
+        self.requests: list[ChatRequest] = []
+
+    def complete(self, request: ChatRequest, *, timeout_s: float) -> ChatResponse:
+        with self._lock:
+            first = not self.requests
+            self.requests.append(request)
+            text = self._texts.pop(0)
+        if first:
+            self.entered.set()
+            self._release.wait(WAIT_S)
+        return ChatResponse(text, (), Usage(10, 2, 12), "stop", 0.0)
+
+    def wait_entered(self) -> None:
+        if not self.entered.wait(WAIT_S):
+            pytest.fail(f"the LLM was not called within {WAIT_S}s")
+
+    def release(self) -> None:
+        self._release.set()
+
+    def close(self) -> None:
+        self._release.set()
+
+
+@dataclass
+class Tree:
+    """A running root Supervisor with the StoreWriter and the SessionSupervisor under it."""
+
+    config: Config
+    clock: WatchedClock
+    outbox: FakeOutbox
+    metrics: Metrics
+    directory: Directory
+    root: pykka.ActorRef[Any]
+    provider: LlmProvider
+
+    def deliver(self, message: Any, channel: str = "main") -> None:
+        assert self.directory.tell("sessions", Deliver(channel, message))
+
+    def chat(
+        self, text: str, channel: str = "main", *, client_id: str | None = None,
+        age_s: float = 0.0,
+    ) -> None:
+        """Send a chat as the edge does, received `age_s` seconds ago."""
+        received = self.clock.monotonic() - age_s
+        self.deliver(UserMessage(text=text, received_at=received, client_id=client_id), channel)
+
+    def rows(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+        return query(Path(self.config.store.path), sql, *params)
+
+    def restarts(self, actor: str) -> float:
+        return restarts(self.metrics, actor)
+
+
+def query(data_dir: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    """Rows from a fresh read-only connection: what is committed right now."""
+    conn = db.connect(db.db_path(data_dir), busy_timeout_ms=5000, readonly=True)
+    try:
+        return conn.execute(sql, params).fetchall()
+    finally:
+        conn.close()
+
+
+def restarts(metrics: Metrics, actor: str) -> float:
+    value = metrics.registry.get_sample_value("chalie_actor_restarts_total", {"actor": actor})
+    return value or 0.0
+
+
+@pytest.fixture
+def clock() -> WatchedClock:
+    return WatchedClock()
+
+
+@pytest.fixture
+def start_tree(make_config: Any, clock: WatchedClock) -> Iterator[Callable[..., Tree]]:
+    """Start the actor tree the way Server.start does; stopped (and its pool shut) afterwards."""
+    started: list[tuple[pykka.ActorRef[Any], Executor, LlmProvider]] = []
+
+    def start(
+        provider: LlmProvider,
+        *,
+        tools: list[Tool] | None = None,
+        wrap_read: Callable[[Read], Read] | None = None,
+        threaded: bool = False,
+        act: dict[str, Any] | None = None,
+    ) -> Tree:
+        config = make_config(
+            act=act or {}, supervisor={"backoff_initial_s": 1.0, "backoff_max_s": 8.0}
+        )
+        store = config.store
+        db.open_writer(
+            store.path, busy_timeout_ms=store.busy_timeout_ms, synchronous=store.synchronous
+        ).close()
+        readers = db.Readers(db.db_path(store.path), busy_timeout_ms=store.busy_timeout_ms)
+        pool: Executor = ThreadPoolExecutor(4) if threaded else InlineExecutor()
+        outbox, metrics, directory = FakeOutbox(), Metrics(), Directory()
+        deps = SessionDeps(
+            provider=provider,
+            tools=ToolRegistry(tools if tools is not None else [MemoryTool()]),
+            prompts=Prompts.load(),
+            act=config.act,
+            llm=config.llm,
+            read=wrap_read(readers.get) if wrap_read else readers.get,
+            clock=clock,
+            pool=pool,
+            directory=directory,
+            metrics=metrics,
+        )
+        common: dict[str, Any] = {
+            "config": config.supervisor, "clock": clock, "directory": directory,
+            "metrics": metrics,
+        }
+
+        def start_writer(link: Link) -> pykka.ActorRef[Any]:
+            return StoreWriter.start(link, config=store, outbox=outbox, clock=clock,
+                                     directory=directory, metrics=metrics)
+
+        def start_session(link: Link, channel: str) -> pykka.ActorRef[Any]:
+            return Session.start(link, channel=channel, deps=deps)
+
+        def start_sessions(link: Link) -> pykka.ActorRef[Any]:
+            return SessionSupervisor.start(link, session_factory=start_session, **common)
+
+        root = Supervisor.start(
+            None, name="root",
+            children=(ChildSpec("store_writer", start_writer),
+                      ChildSpec("sessions", start_sessions)),
+            **common,
+        )
+        started.append((root, pool, provider))
+        # The root starts its children on its own thread; a call through its mailbox returns
+        # once that is done, so the Directory knows both children before the test sends.
+        root.proxy().child("sessions").get(timeout=WAIT_S)
+        return Tree(config, clock, outbox, metrics, directory, root, provider)
+
+    yield start
+    for root, pool, provider in started:
+        try:
+            root.stop(block=True, timeout=WAIT_S)
+        except pykka.ActorDeadError:
+            pass
+        provider.close()  # a BlockingProvider lets its worker go
+        pool.shutdown(wait=True, cancel_futures=True)

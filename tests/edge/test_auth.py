@@ -1,0 +1,110 @@
+"""Passwords and login sessions, as a person logging in would experience them."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import apsw
+import pytest
+
+from chalie.clock import ManualClock
+from chalie.edge.auth import (
+    Authenticator,
+    ensure_password,
+    hash_password,
+    token_hash,
+    verify_password,
+)
+from chalie.store import db
+
+
+@pytest.fixture
+def conn(tmp_path: Path) -> apsw.Connection:
+    return db.open_writer(tmp_path / "data", busy_timeout_ms=5000, synchronous="FULL")
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(start=100.0, wall=1_700_000_000.0)
+
+
+def test_password_verifies_against_its_own_hash_only() -> None:
+    """The right password matches its stored hash; a wrong or empty one does not."""
+    stored = hash_password("correct horse")
+    assert stored.startswith("scrypt$16384$8$1$")
+    assert verify_password("correct horse", stored) is True
+    assert verify_password("correct horse ", stored) is False
+    assert verify_password("", stored) is False
+
+
+def test_same_password_hashes_differently_with_different_salts() -> None:
+    """Two hashes of one password differ (random salt) and both verify; a fixed salt repeats."""
+    one, two = hash_password("pw"), hash_password("pw")
+    assert one != two
+    assert verify_password("pw", one) is True
+    assert verify_password("pw", two) is True
+    assert hash_password("pw", salt=b"0" * 16) == hash_password("pw", salt=b"0" * 16)
+
+
+def test_malformed_stored_hash_is_rejected() -> None:
+    """A stored value that is not one of our hashes never lets a password in."""
+    assert verify_password("pw", "plain-text-password") is False
+    assert verify_password("pw", "bcrypt$1$2$3$c2FsdA==$ZGlnZXN0") is False
+
+
+def test_corrupt_scrypt_hash_is_rejected_rather_than_raising() -> None:
+    """A damaged scrypt hash in the store refuses the login instead of failing the request."""
+    assert verify_password("pw", "scrypt$16384$8$1$c2FsdA==$abc") is False
+
+
+def test_first_start_makes_a_password_once(conn: apsw.Connection, clock: ManualClock) -> None:
+    """With no password configured, the first start makes one; later starts keep it."""
+    password = ensure_password(conn, "", clock)
+    assert isinstance(password, str)
+    assert len(password) == 24
+    assert ensure_password(conn, "", clock) is None
+    rows = conn.execute("SELECT id, password_hash, created_at FROM auth_password").fetchall()
+    assert [(r[0], r[2]) for r in rows] == [(1, 1_700_000_000.0)]
+    assert verify_password(password, rows[0][1]) is True
+    auth = Authenticator(configured="", read=lambda: conn, clock=clock)
+    assert auth.password_ok(password) is True
+    assert auth.password_ok("guess") is False
+
+
+def test_configured_password_is_used_and_none_is_made(
+    conn: apsw.Connection, clock: ManualClock,
+) -> None:
+    """A configured password is the one that logs in; nothing is generated or stored."""
+    assert ensure_password(conn, "s3cret", clock) is None
+    assert conn.execute("SELECT count(*) FROM auth_password").fetchall() == [(0,)]
+    auth = Authenticator(configured="s3cret", read=lambda: conn, clock=clock)
+    assert auth.password_ok("s3cret") is True
+    assert auth.password_ok("s3cret!") is False
+
+
+def test_session_token_is_valid_until_it_expires(conn: apsw.Connection, clock: ManualClock) -> None:
+    """A stored session token logs in until its expiry; unknown and missing tokens never do."""
+    now = clock.time()
+    conn.execute(
+        "INSERT INTO auth_sessions (token_hash, created_at, expires_at) VALUES (?, ?, ?)",
+        (token_hash("good-token"), now, now + 60.0),
+    )
+    auth = Authenticator(configured="", read=lambda: conn, clock=clock)
+    assert auth.session_ok("good-token") is True
+    assert auth.session_ok("other-token") is False
+    assert auth.session_ok("") is False
+    assert auth.session_ok(None) is False
+    clock.advance(59.0)
+    assert auth.session_ok("good-token") is True
+    clock.advance(1.0)
+    assert auth.session_ok("good-token") is False
+
+
+def test_new_tokens_are_random_and_stored_only_as_a_hash() -> None:
+    """Each login gets a fresh token; the store keeps its SHA-256, never the token itself."""
+    one, two = Authenticator.new_token(), Authenticator.new_token()
+    assert one != two
+    assert len(one) == 43
+    assert token_hash(one) == hashlib.sha256(one.encode()).hexdigest()
+    assert token_hash(one) != one
