@@ -49,13 +49,16 @@ def _stop_actors() -> Iterator[None]:
 
 
 def write_config(directory: Path, sections: dict[str, dict[str, Any]]) -> Path:
-    """A TOML file with `sections` (only str, int, float and bool values)."""
+    """A TOML file with `sections` (str, int, float, bool and lists of str)."""
     lines = []
     for section, values in sections.items():
         lines.append(f"[{section}]")
         for key, value in values.items():
             if isinstance(value, bool):
                 lines.append(f"{key} = {'true' if value else 'false'}")
+            elif isinstance(value, (list, tuple)):
+                items = ", ".join('"' + str(v).replace('"', '\\"') + '"' for v in value)
+                lines.append(f"{key} = [{items}]")
             elif isinstance(value, str):
                 escaped = value.replace("\\", "\\\\").replace('"', '\\"')
                 lines.append(f'{key} = "{escaped}"')

@@ -7,6 +7,7 @@ client saw is always in the log, and a turn's `message` frame always follows its
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -109,14 +110,16 @@ class StoreWriter(SupervisedActor):
     def _commit_turn(self, message: CommitTurn) -> None:
         record = message.record
         try:
-            self._commit(record.channel, message.frames, lambda: writes.insert_turn(
-                self.conn, record
-            ))
+            self._commit(
+                record.channel, message.frames,
+                also=lambda: writes.insert_turn(self.conn, record),
+                committed=lambda: log.info("turn_stored", outcome=record.outcome,
+                                           tools=len(record.tool_calls)),
+            )
         except apsw.Error as e:
             log.error("turn_not_stored", error=str(e))
             reply: Any = TurnStoreFailed(record.id, str(e))
         else:
-            log.info("turn_stored", outcome=record.outcome, tools=len(record.tool_calls))
             reply = TurnStored(record.id)
         self._directory.tell("sessions", Deliver(record.channel, reply))
 
@@ -144,8 +147,11 @@ class StoreWriter(SupervisedActor):
             log.warning("closing_interrupted_turn", channel=channel, exchange_id=exchange)
             self._commit(channel, interrupted_frames(exchange))
 
-    def _commit(self, channel: str, frames: tuple[Frame, ...], also: Any = None) -> None:
-        """Log `frames` (and run `also`) in one transaction; push the frames once committed."""
+    def _commit(self, channel: str, frames: tuple[Frame, ...], *,
+                also: Callable[[], None] | None = None,
+                committed: Callable[[], None] | None = None) -> None:
+        """Log `frames` (and run `also`) in one transaction; once it has committed, run
+        `committed` and push the frames."""
         seq = self._seqs.get(channel)
         if seq is None:
             seq = queries.last_seq(self.conn, channel)
@@ -158,6 +164,8 @@ class StoreWriter(SupervisedActor):
             if (seq + len(rows)) // PRUNE_EVERY != seq // PRUNE_EVERY:
                 writes.prune_events(self.conn, channel, keep_after=seq + len(rows) - kept)
         self._seqs[channel] = seq + len(rows)
+        if committed is not None:
+            committed()
         for _, kind, _, _ in rows:
             self._metrics.frames.labels(type=kind).inc()
         self._outbox.push(channel, [body for _, _, _, body in rows])

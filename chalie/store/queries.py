@@ -74,6 +74,12 @@ def turn_for_client_id(conn: apsw.Connection, channel: str, client_id: str) -> s
     return None if row is None else str(row[0])
 
 
+def has_current_fact(conn: apsw.Connection, key: str) -> bool:
+    return conn.execute(
+        "SELECT 1 FROM knowledge WHERE key = ? AND superseded_at IS NULL", (key,)
+    ).fetchone() is not None
+
+
 def any_facts(conn: apsw.Connection) -> bool:
     return conn.execute("SELECT 1 FROM knowledge WHERE superseded_at IS NULL LIMIT 1").fetchone() \
         is not None

@@ -10,7 +10,7 @@ from typing import Any
 
 from chalie.llm.types import ToolSpec
 from chalie.store.effects import ForgetFact, RememberFact
-from chalie.store.queries import current_facts
+from chalie.store.queries import current_facts, has_current_fact
 from chalie.tools.base import Danger, ToolContext, ToolOutcome, tool_error
 
 MAX_KEY = 200
@@ -106,7 +106,7 @@ class ForgetTool:
         if not isinstance(key, str) or not normalise_key(key):
             return tool_error("forget needs a non-empty string `key`")
         key = normalise_key(key)
-        known = any(f.key == key for f in current_facts(ctx.read(), key, RECALL_LIMIT))
+        known = has_current_fact(ctx.read(), key)
         pending = [e for e in ctx.pending if e.key == key]
         if pending:
             known = isinstance(pending[-1], RememberFact)

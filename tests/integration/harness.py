@@ -125,7 +125,7 @@ class StubLlm:
 class ServerProcess:
     """`python -m chalie serve --config FILE` with its JSON log lines collected."""
 
-    def __init__(self, workdir: Path, llm: StubLlm | None, password: str = "secret",
+    def __init__(self, workdir: Path, stub: StubLlm | None, password: str = "secret",
                  env: dict[str, str] | None = None, **sections: dict[str, Any]) -> None:
         merged: dict[str, dict[str, Any]] = {
             "server": {"port": 0},
@@ -133,8 +133,8 @@ class ServerProcess:
             "auth": {"password": password},
             "log": {"format": "json", "level": "info"},
         }
-        if llm is not None:
-            merged["llm"] = {"base_url": llm.base_url, "retries": 0}
+        if stub is not None:
+            merged["llm"] = {"base_url": stub.base_url, "retries": 0}
         for name, values in sections.items():
             merged.setdefault(name, {}).update(values)
         self.config_path = write_config(workdir, merged)
@@ -257,11 +257,16 @@ class Client:
 
     def turn(self, text: str, **extra: Any) -> list[dict[str, Any]]:
         """Send a chat and read every frame up to and including its `done`."""
-        self.send({"type": "chat", "text": text, **extra})
+        return self.turn_from({"type": "chat", "text": text, **extra})
+
+    def turn_from(self, frame: dict[str, Any]) -> list[dict[str, Any]]:
+        """Send any frame that starts a turn and read up to and including its `done`."""
+        self.send(frame)
         return self.recv_until(lambda f: f["type"] == "done")
 
     def close(self) -> None:
-        self.ws.close()
+        self.ws.close(timeout=1)
+        self.ws.shutdown()  # close() leaves the socket open when the server closed first
 
 
 def wait_for(condition: Callable[[], bool], timeout: float = WAIT_S) -> None:

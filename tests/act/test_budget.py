@@ -1,0 +1,73 @@
+"""The prompt budget: how many tokens a request is thought to hold, and whether it fits."""
+
+from __future__ import annotations
+
+import pytest
+
+from chalie.act.budget import PromptBudget, raw_estimate
+from chalie.llm.types import ChatRequest, Message, ToolSpec, Usage
+
+MEMORY = ToolSpec("memory", "facts", {"type": "object"})
+
+
+def request_of(tokens: int) -> ChatRequest:
+    """A request whose plain estimate is exactly `tokens` (4 characters a token, "[]" for tools)."""
+    return ChatRequest("s" * (4 * tokens - 2), (Message("user", ""),))
+
+
+def test_estimate_grows_with_system_message_and_tools() -> None:
+    """The system prompt, the message and every tool spec all count toward the estimate."""
+    empty = ChatRequest("", (Message("user", ""),))
+    texts = ChatRequest("a" * 40, (Message("user", "b" * 40),))
+    with_tool = ChatRequest("a" * 40, (Message("user", "b" * 40),), (MEMORY,))
+    assert [raw_estimate(r) for r in (empty, texts, with_tool)] == [1, 21, 30]
+    assert raw_estimate(request_of(100)) == 100
+
+
+@pytest.mark.parametrize(
+    ("window", "threshold", "limit"),
+    [(8192, 0.8, 6553), (1000, 1.0, 1000), (4096, 0.5, 2048)],
+)
+def test_limit_is_the_threshold_share_of_the_window(
+    window: int, threshold: float, limit: int
+) -> None:
+    """The limit is the context window times the threshold, rounded down."""
+    assert PromptBudget(window, threshold).limit == limit
+
+
+def test_a_prompt_exactly_at_the_limit_fits_and_one_more_token_does_not() -> None:
+    """fits() is true up to and including the limit."""
+    budget = PromptBudget(100, 1.0)
+    assert (budget.tokens(request_of(100)), budget.fits(request_of(100))) == (100, True)
+    assert (budget.tokens(request_of(101)), budget.fits(request_of(101))) == (101, False)
+
+
+def test_reported_prompt_tokens_scale_later_estimates() -> None:
+    """After the provider counted 150 tokens for a 100-token estimate, estimates are 1.5 times."""
+    budget = PromptBudget(1000, 0.2)
+    budget.calibrate(request_of(100), Usage(150, 5, 155))
+    assert budget.tokens(request_of(100)) == 150
+    assert budget.tokens(request_of(200)) == 300
+    assert budget.fits(request_of(120)) is True
+    assert budget.fits(request_of(140)) is False
+
+
+@pytest.mark.parametrize(("prompt_tokens", "scaled"), [(1000, 400), (10, 25)],
+                         ids=["capped-at-4", "floored-at-a-quarter"])
+def test_calibration_ratio_is_clamped(prompt_tokens: int, scaled: int) -> None:
+    """A wild provider count scales estimates by at most 4 and at least a quarter."""
+    budget = PromptBudget(1000, 1.0)
+    budget.calibrate(request_of(100), Usage(prompt_tokens, 0, prompt_tokens))
+    assert budget.tokens(request_of(100)) == scaled
+
+
+@pytest.mark.parametrize(
+    "usage",
+    [Usage(prompt_tokens=300, total_tokens=300, estimated=True), Usage(0, 20, 20)],
+    ids=["estimated", "no-prompt-tokens"],
+)
+def test_usage_without_a_real_prompt_count_does_not_calibrate(usage: Usage) -> None:
+    """An estimated usage or one with zero prompt tokens leaves the plain estimate in use."""
+    budget = PromptBudget(1000, 1.0)
+    budget.calibrate(request_of(100), usage)
+    assert budget.tokens(request_of(100)) == 100
