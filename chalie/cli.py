@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
+import resource
 import signal
 import sys
 from pathlib import Path
@@ -32,11 +34,22 @@ def main(argv: list[str] | None = None) -> int:
         print(f"chalie: {e}", file=sys.stderr)
         return 2
     logs.configure(config.log.format, config.log.level)
+    _raise_open_files_limit()
     try:
         return asyncio.run(_serve(config))
     except ChalieError as e:
         print(f"chalie: {e}", file=sys.stderr)
         return 1
+
+
+def _raise_open_files_limit() -> None:
+    """Each socket and each thread's read connection holds file descriptors; a server with many
+    sessions needs more than the usual soft limit of 1024, so take what the hard limit allows."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY
+                                                        else 65536, hard))
 
 
 async def _serve(config: Config) -> int:

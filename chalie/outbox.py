@@ -7,6 +7,8 @@ from typing import Protocol
 
 
 class Outbox(Protocol):
-    def push(self, channel: str, frames: Sequence[str]) -> None:
-        """Deliver encoded frames to every socket of `channel`; callable from any thread."""
+    def push(self, channel: str, frames: Sequence[str], *, again: bool = False) -> None:
+        """Deliver encoded frames to every socket of `channel`; callable from any thread.
+        `again`: the frames were pushed before and go out once more even to sockets that had
+        them (a client retrying a message gets its answer; clients de-duplicate by seq)."""
         ...

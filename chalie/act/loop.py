@@ -98,6 +98,7 @@ class ActLoop:
         self.steering: list[SteeringNote] = []
         self.tokens_total = 0
         self.llm_calls = 0
+        self.llm_seconds = 0.0  # time spent waiting on the LLM, as the provider measured it
         self.restarts = 0
         self.tool_counts: Counter[str] = Counter()
         self._forced = False
@@ -164,6 +165,7 @@ class ActLoop:
         """Account one LLM call of this turn (loop or compaction) in its metrics."""
         self.llm_calls += 1
         self.tokens_total += response.usage.total_tokens
+        self.llm_seconds += response.latency_s
 
     def record(self, call: ToolCall, result: str, *, is_error: bool, duration_ms: float,
                effects: tuple[Effect, ...] = (), approval: str | None = None) -> ToolRecord:

@@ -322,7 +322,12 @@ class Session(SupervisedActor):
             turn.loop.record(call, f"error: {call.args_error}", is_error=True, duration_ms=0.0)
             self._next_call()
             return
-        if self._deps.tools.danger(call.name) == "confirm":
+        danger = self._deps.tools.danger(call.name)
+        if danger == "block":
+            turn.loop.skip(call, f"tool {call.name!r} is blocked by configuration")
+            self._next_call()
+            return
+        if danger == "confirm":
             self._ask_approval(call)
             return
         self._run_tool(call)
@@ -440,7 +445,8 @@ class Session(SupervisedActor):
         log.info("compaction_started", stage=stage, tokens=tokens, limit=turn.budget.limit)
         self._status("thinking")
         turn.phase = "compacting"
-        turn_id, timeout = turn.id, turn.deadline - self._deps.clock.monotonic()
+        remaining = turn.deadline - self._deps.clock.monotonic()
+        turn_id, timeout = turn.id, min(remaining, self._deps.llm.request_timeout_s)
 
         def job() -> Any:
             return CompactionReturned(turn_id, stage, self._call_llm(side, timeout), tokens)
@@ -535,7 +541,8 @@ class Session(SupervisedActor):
         d.metrics.turns.labels(outcome=outcome).inc()
         d.metrics.turn_seconds.observe(elapsed)
         log.info("turn_finished", outcome=outcome, tokens_total=record.tokens_total,
-                 llm_calls=record.llm_calls, response_time_s=round(elapsed, 4), error=error)
+                 llm_calls=record.llm_calls, response_time_s=round(elapsed, 6),
+                 llm_s=round(turn.loop.llm_seconds, 6), error=error)
         self._turn = None
         self._storing = (turn.id, turn.client_id)
         self._to_writer(CommitTurn(record, frames))

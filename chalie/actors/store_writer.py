@@ -92,7 +92,8 @@ class StoreWriter(SupervisedActor):
             case CloseOpenExchange(channel=channel):
                 self._close_open_exchange(channel)
             case RepushExchange(channel=channel, exchange_id=exchange_id):
-                self._outbox.push(channel, queries.exchange_events(self.conn, channel, exchange_id))
+                logged = queries.exchange_events(self.conn, channel, exchange_id)
+                self._outbox.push(channel, logged, again=True)
             case SaveCheckpoint():
                 self._save_checkpoint(message)
             case CreateAuthSession():

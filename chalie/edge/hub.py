@@ -20,7 +20,7 @@ log = structlog.get_logger("chalie.edge")
 
 
 class Sink(Protocol):
-    def send_frame(self, seq: int, frame: str) -> None: ...
+    def send_frame(self, seq: int, frame: str, *, again: bool = False) -> None: ...
 
     def keepalive(self, max_misses: int) -> None:
         """Send a ping, or close the socket if `max_misses` pings went unanswered."""
@@ -62,17 +62,17 @@ class SocketHub:
                 sink.keepalive(max_misses)
 
     # Called from any thread (the StoreWriter's): add_callback is the thread-safe door.
-    def push(self, channel: str, frames: Sequence[str]) -> None:
+    def push(self, channel: str, frames: Sequence[str], *, again: bool = False) -> None:
         try:
-            self._loop.add_callback(self._deliver, channel, tuple(frames))
+            self._loop.add_callback(self._deliver, channel, tuple(frames), again)
         except RuntimeError:  # the loop is closed: the server is shutting down
             log.info("push_after_shutdown", channel=channel, frames=len(frames))
 
-    def _deliver(self, channel: str, frames: tuple[str, ...]) -> None:
+    def _deliver(self, channel: str, frames: tuple[str, ...], again: bool) -> None:
         sinks = self._sockets.get(channel)
         if not sinks:
             return
         sequenced = [(frame_seq(f), f) for f in frames]
         for sink in list(sinks):
             for seq, frame in sequenced:
-                sink.send_frame(seq, frame)
+                sink.send_frame(seq, frame, again=again)

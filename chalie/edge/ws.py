@@ -29,6 +29,7 @@ from chalie.edge.frames import (
 )
 from chalie.frames import PING
 from chalie.store.queries import events_after
+from chalie.store.queries import last_seq as last_seq_of
 
 log = structlog.get_logger("chalie.edge")
 
@@ -70,10 +71,10 @@ class ChatSocket(tornado.websocket.WebSocketHandler):
 
     # -- out --
 
-    def send_frame(self, seq: int, frame: str) -> None:
-        if seq <= self.sent_seq:
+    def send_frame(self, seq: int, frame: str, *, again: bool = False) -> None:
+        if seq <= self.sent_seq and not again:
             return  # already sent by a resume replay
-        self.sent_seq = seq
+        self.sent_seq = max(seq, self.sent_seq)
         self._write(frame)
 
     def keepalive(self, max_misses: int) -> None:
@@ -136,9 +137,12 @@ class ChatSocket(tornado.websocket.WebSocketHandler):
                 pass
 
     def _resume(self, last_seq: int) -> None:
-        """Replay every logged frame after `last_seq`; live frames continue from there."""
-        self.sent_seq = last_seq
-        replayed = events_after(self.ctx.read(), self.channel, last_seq)
+        """Replay every logged frame after `last_seq`; live frames continue from there. A
+        last_seq beyond the log (a client of a wiped server) counts as the log's end, so the
+        socket still gets every frame from now on."""
+        conn = self.ctx.read()
+        self.sent_seq = min(last_seq, last_seq_of(conn, self.channel))
+        replayed = events_after(conn, self.channel, last_seq)
         log.info("ws_resume", channel=self.channel, last_seq=last_seq, frames=len(replayed))
         for seq, frame in replayed:
             self.send_frame(seq, frame)

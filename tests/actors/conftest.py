@@ -4,6 +4,7 @@ client would receive, an inline (or real) worker pool, and a scripted or blockin
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 from collections import defaultdict
@@ -18,13 +19,22 @@ import pykka
 import pytest
 
 from chalie.act.prompts import Prompts
-from chalie.actors.messages import Deliver, UserMessage
+from chalie.actors.messages import (
+    ActionRequest,
+    Deliver,
+    RepushExchange,
+    Steer,
+    TurnDeadline,
+    UserMessage,
+)
 from chalie.actors.session import Session, SessionDeps
 from chalie.actors.session_supervisor import SessionSupervisor
 from chalie.actors.store_writer import StoreWriter
 from chalie.actors.supervisor import ChildSpec, Directory, Link, Supervisor
 from chalie.clock import ManualClock, Timer
 from chalie.config import Config
+from chalie.errors import LlmBadResponse
+from chalie.llm.scripted import ScriptCall, ScriptedProvider, ScriptStep, ScriptUsage
 from chalie.llm.types import ChatRequest, ChatResponse, LlmProvider, Usage
 from chalie.metrics import Metrics
 from chalie.store import db
@@ -97,7 +107,7 @@ class FakeOutbox(Waitable):
         self._frames: dict[str, list[dict[str, Any]]] = defaultdict(list)
         self.on_push: Callable[[str, list[dict[str, Any]]], None] | None = None
 
-    def push(self, channel: str, frames: Any) -> None:
+    def push(self, channel: str, frames: Any, *, again: bool = False) -> None:
         decoded = [json.loads(f) for f in frames]
         if self.on_push is not None:
             self.on_push(channel, decoded)
@@ -185,6 +195,114 @@ class BlockingProvider:
         self._release.set()
 
 
+class Gate:
+    """A point a worker thread stops at until the test opens it."""
+
+    def __init__(self, what: str) -> None:
+        self._what = what
+        self._entered = threading.Event()
+        self._open = threading.Event()
+
+    def pass_through(self) -> None:
+        self._entered.set()
+        self._open.wait(WAIT_S)
+
+    def wait_entered(self) -> None:
+        if not self._entered.wait(WAIT_S):
+            pytest.fail(f"{self._what} was not reached within {WAIT_S}s")
+
+    def open(self) -> None:
+        self._open.set()
+
+
+class GatedProvider:
+    """A scripted LLM whose requests numbered in `hold` (0 is the first) stay out until the test
+    calls `release(n)`, so it can act while that call is out. Request n gets step n whatever
+    order held calls return in. Use it with the threaded pool."""
+
+    def __init__(self, steps: list[ScriptStep], *, hold: tuple[int, ...] = (0,)) -> None:
+        self._steps = steps
+        self._gates = {n: Gate(f"LLM request {n}") for n in hold}
+        self._lock = threading.Lock()
+        self.requests: list[ChatRequest] = []  # in the order they were sent
+
+    def complete(self, request: ChatRequest, *, timeout_s: float) -> ChatResponse:
+        with self._lock:
+            n = len(self.requests)
+            self.requests.append(request)
+        if n >= len(self._steps):
+            raise LlmBadResponse(f"the script's {len(self._steps)} steps are used up")
+        gate = self._gates.get(n)
+        if gate is not None:
+            gate.pass_through()
+        return ScriptedProvider([self._steps[n]]).complete(request, timeout_s=timeout_s)
+
+    def wait_entered(self, n: int = 0) -> None:
+        self._gates[n].wait_entered()
+
+    def release(self, n: int = 0) -> None:
+        self._gates[n].open()
+
+    def close(self) -> None:
+        for gate in self._gates.values():
+            gate.open()
+
+
+class GatedExecutor(ThreadPoolExecutor):
+    """A real worker pool whose jobs numbered in `hold` (0 is the first submitted: a turn's first
+    LLM call) wait for `release(n)` before they run, e.g. to keep a tool call running."""
+
+    def __init__(self, *hold: int) -> None:
+        super().__init__(4)
+        self._gates = {n: Gate(f"worker job {n}") for n in hold}
+        self._numbers = itertools.count()
+        self._lock = threading.Lock()
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        with self._lock:
+            gate = self._gates.get(next(self._numbers))
+        if gate is None:
+            return super().submit(fn, *args, **kwargs)
+
+        def held() -> Any:
+            gate.pass_through()
+            return fn(*args, **kwargs)
+
+        return super().submit(held)
+
+    def wait_entered(self, n: int) -> None:
+        self._gates[n].wait_entered()
+
+    def release(self, n: int) -> None:
+        self._gates[n].open()
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        for gate in self._gates.values():
+            gate.open()
+        super().shutdown(wait, cancel_futures=cancel_futures)
+
+
+def answer(text: str, prompt: int = 10, completion: int = 2) -> ScriptStep:
+    """An LLM answer with no tool calls and the given usage."""
+    return ScriptStep(text=text, usage=ScriptUsage(prompt, completion))
+
+
+def calls(*tool_calls: ScriptCall, text: str = "", prompt: int = 20,
+          completion: int = 5) -> ScriptStep:
+    """An LLM answer asking for `tool_calls`."""
+    return ScriptStep(text=text, tool_calls=tool_calls, usage=ScriptUsage(prompt, completion))
+
+
+def shape(frames: list[dict[str, Any]]) -> list[tuple[str, int]]:
+    return [(f["type"], f["seq"]) for f in frames]
+
+
+def prompt(request: ChatRequest) -> str:
+    """The single user message of an LLM request: state, memory, history, message, trail."""
+    (message,) = request.messages
+    return message.content
+
+
 @dataclass
 class Tree:
     """A running root Supervisor with the StoreWriter and the SessionSupervisor under it."""
@@ -207,6 +325,34 @@ class Tree:
         """Send a chat as the edge does, received `age_s` seconds ago."""
         received = self.clock.monotonic() - age_s
         self.deliver(UserMessage(text=text, received_at=received, client_id=client_id), channel)
+
+    def steer(self, text: str, channel: str = "main") -> None:
+        """Send an `act_steer` frame as the edge does."""
+        self.deliver(Steer(text=text, received_at=self.clock.monotonic()), channel)
+
+    def action(
+        self, skill: str, params: dict[str, Any], channel: str = "main", *,
+        client_id: str | None = None,
+    ) -> None:
+        """Send an `action` frame as the edge does."""
+        self.deliver(ActionRequest(skill=skill, params=params,
+                                   received_at=self.clock.monotonic(), client_id=client_id),
+                     channel)
+
+    def answer_approval(self, approval_id: Any, approve: Any, channel: str = "main") -> None:
+        self.action("approval", {"approval_id": approval_id, "approve": approve}, channel)
+
+    def settle(self, channel: str = "main") -> None:
+        """Return once the channel's Session has handled everything delivered so far, and the
+        StoreWriter everything the Session sent it until then (mailboxes are FIFO)."""
+        sessions = self.directory.get("sessions")
+        assert sessions is not None
+        session = sessions.proxy().child(f"session:{channel}").get(timeout=WAIT_S)
+        assert session is not None, f"no session for {channel!r}"
+        session.ask(TurnDeadline("settle"), timeout=WAIT_S)  # a stale deadline: dropped
+        writer = self.directory.get("store_writer")
+        assert writer is not None
+        writer.ask(RepushExchange(channel, "settle"), timeout=WAIT_S)  # no such exchange: no-op
 
     def rows(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
         return query(Path(self.config.store.path), sql, *params)
@@ -246,20 +392,29 @@ def start_tree(make_config: Any, clock: WatchedClock) -> Iterator[Callable[..., 
         wrap_read: Callable[[Read], Read] | None = None,
         threaded: bool = False,
         act: dict[str, Any] | None = None,
+        llm: dict[str, Any] | None = None,
+        confirm: tuple[str, ...] = (),
+        block: tuple[str, ...] = (),
+        pool: Executor | None = None,
     ) -> Tree:
+        """`confirm`/`block` are the registry's tools.confirm/tools.block; `pool` replaces the
+        worker pool (`threaded` picks a real one of 4 threads, otherwise jobs run inline)."""
         config = make_config(
-            act=act or {}, supervisor={"backoff_initial_s": 1.0, "backoff_max_s": 8.0}
+            act=act or {}, llm=llm or {},
+            supervisor={"backoff_initial_s": 1.0, "backoff_max_s": 8.0},
         )
         store = config.store
         db.open_writer(
             store.path, busy_timeout_ms=store.busy_timeout_ms, synchronous=store.synchronous
         ).close()
         readers = db.Readers(db.db_path(store.path), busy_timeout_ms=store.busy_timeout_ms)
-        pool: Executor = ThreadPoolExecutor(4) if threaded else InlineExecutor()
+        if pool is None:
+            pool = ThreadPoolExecutor(4) if threaded else InlineExecutor()
         outbox, metrics, directory = FakeOutbox(), Metrics(), Directory()
         deps = SessionDeps(
             provider=provider,
-            tools=ToolRegistry(tools if tools is not None else [MemoryTool()]),
+            tools=ToolRegistry(tools if tools is not None else [MemoryTool()], confirm=confirm,
+                               block=block),
             prompts=Prompts.load(),
             act=config.act,
             llm=config.llm,

@@ -1,0 +1,228 @@
+"""Mid-turn compaction as a client sees it: a tool trail that outgrows the context window is
+summarised, a history that does is checkpointed into "Current State" and the loop restarts, and
+after a turn a history too big for the next prompt is checkpointed by the backstop.
+
+Sizes were measured with chalie.act.budget.raw_estimate: with llm.context_window 900 the budget
+is 720 tokens (act.compaction_threshold 0.8); a bare first request is about 480."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from chalie.act.budget import raw_estimate
+from chalie.act.prompts import Prompts
+from chalie.llm.scripted import ScriptCall, ScriptedProvider, ScriptStep
+from chalie.llm.types import ChatRequest, ChatResponse
+from chalie.store import db, writes
+from chalie.store.records import TurnRecord
+from tests.actors.conftest import Tree, answer, calls, prompt, shape
+
+WINDOW = {"context_window": 900}
+LIMIT = 720
+PLAN = "Water the tomatoes at seven, then call the plumber about the leak. " * 15  # 1005 chars
+PLAN_CALL = ScriptCall("memory", {"action": "remember", "key": "plan", "value": PLAN})
+PLAN_ARGS = msgspec.json.encode(PLAN_CALL.args).decode()
+SUMMARY = "Stored the person's plan (tomatoes at seven, then the plumber) under the key plan."
+STATE = "The person is Ada. She is planning her garden and talked through four topics with you."
+RESTARTED = ("(The loop restarted after compaction: your earlier work on this message is "
+             "summarised in Current State.)")
+PROMPTS = Prompts.load()
+
+
+class Uncalibrated:
+    """A scripted LLM whose usage counts as estimated, so the prompt budget keeps its plain
+    4-characters-a-token count; it records the time budget each call was given."""
+
+    def __init__(self, steps: list[ScriptStep]) -> None:
+        self._script = ScriptedProvider(steps)
+        self.requests = self._script.requests
+        self.timeouts: list[float] = []
+
+    def complete(self, request: ChatRequest, *, timeout_s: float) -> ChatResponse:
+        self.timeouts.append(timeout_s)
+        response = self._script.complete(request, timeout_s=timeout_s)
+        usage = msgspec.structs.replace(response.usage, estimated=True)
+        return msgspec.structs.replace(response, usage=usage)
+
+    def close(self) -> None:
+        pass
+
+
+def seed_history(tree: Tree, pairs: list[tuple[str, str]]) -> str:
+    """Store answered turns as the StoreWriter would; returns their history as prompts show it."""
+    store = tree.config.store
+    conn = db.open_writer(store.path, busy_timeout_ms=store.busy_timeout_ms,
+                          synchronous=store.synchronous)
+    try:
+        with db.immediate(conn):
+            for n, (said, answered) in enumerate(pairs):
+                writes.insert_turn(conn, TurnRecord(
+                    id=f"seed-{n}", channel="main", client_id=None, source="text",
+                    user_text=said, response_text=answered, outcome="answered", error=None,
+                    iterations=0, llm_calls=1, tokens_total=0, response_time_s=1.0,
+                    started_at=1_600_000_000.0 + n, finished_at=1_600_000_000.5 + n,
+                ))
+    finally:
+        conn.close()
+    return "\n".join(f"Person: {said}\nYou: {answered}" for said, answered in pairs)
+
+
+def topics(count: int, filler: int) -> list[tuple[str, str]]:
+    return [(f"Tell me about garden topic {i}. " + "Soil and light. " * filler,
+             f"Garden topic {i} is about this. " + "Compost helps. " * filler)
+            for i in range(count)]
+
+
+def test_tool_trail_over_budget_is_summarised_before_the_next_call(start_tree: Any) -> None:
+    """A long tool result is replaced by a summary the model wrote; the client sees a thinking
+    status and the summary call's tokens in the turn's total."""
+    provider = Uncalibrated([calls(PLAN_CALL, prompt=100, completion=10),
+                             answer(SUMMARY, 60, 6), answer("Saved your plan.", 120, 4)])
+    tree = start_tree(provider, llm=WINDOW)
+    tree.chat("please remember my plan")
+    frames = tree.outbox.wait_for_type("done")
+    exchange = frames[0]["exchange_id"]
+    assert shape(frames) == [("status", 1), ("act_narration", 2), ("status", 3),
+                             ("message", 4), ("done", 5)]
+    assert frames[2] == {"type": "status", "seq": 3, "stage": "thinking",
+                         "exchange_id": exchange}
+    assert frames[3]["metrics"] == {"tokens_total": 300, "tools": {"memory": 1},
+                                    "response_time_s": 0.0}
+    first, compact, last = provider.requests
+    assert raw_estimate(first) <= LIMIT
+    assert compact == ChatRequest(system="", messages=(msgspec.structs.replace(
+        first.messages[0], content=PROMPTS.render(
+            "compact_trail", user_text="please remember my plan",
+            trail=f"[1] memory {PLAN_ARGS}\n-> remembered plan: {PLAN.strip()}")),))
+    assert prompt(last).endswith(
+        "# Your work on this message so far\n\n"
+        f"[1] Summary of your earlier work on this message:\n{SUMMARY}"
+    )
+    assert PLAN.strip() not in prompt(last)
+    ((before, after, used, summary, turn),) = tree.rows(
+        "SELECT tokens_before, tokens_after, tokens_used, summary, turn_id FROM compactions "
+        "WHERE stage = 'trail'")
+    assert before > LIMIT >= after == raw_estimate(last)
+    assert (used, summary, turn) == (66, SUMMARY, exchange)
+    assert tree.rows("SELECT llm_calls, tokens_total FROM turns") == [(3, 300)]
+    assert tree.rows("SELECT name, result FROM tool_calls") == [
+        ("memory", f"remembered plan: {PLAN.strip()}")  # the full record is still stored
+    ]
+
+
+def test_compaction_call_is_bounded_by_the_request_timeout(start_tree: Any) -> None:
+    """Every LLM call of a turn, compaction included, gets at most llm.request_timeout_s."""
+    provider = Uncalibrated([calls(PLAN_CALL), answer(SUMMARY), answer("Saved your plan.")])
+    tree = start_tree(provider, llm={**WINDOW, "request_timeout_s": 30.0})
+    tree.chat("please remember my plan")
+    tree.outbox.wait_for_type("done")
+    assert provider.timeouts == [30.0, 30.0, 30.0]
+
+
+def test_history_over_budget_is_checkpointed_and_the_loop_restarts(start_tree: Any) -> None:
+    """When the conversation alone no longer fits, the model writes a Current State, which is
+    stored as a checkpoint and replaces the old lines in this and later prompts."""
+    provider = Uncalibrated([answer(STATE, 200, 20), answer("Start with the compost.", 90, 5),
+                             answer("Tomatoes next.", 95, 3)])
+    tree = start_tree(provider, llm=WINDOW)
+    history = seed_history(tree, topics(4, 15))
+    tree.chat("what should I do first?")
+    frames = tree.outbox.wait_for_type("done")
+    exchange = frames[0]["exchange_id"]
+    assert shape(frames) == [("status", 1), ("status", 2), ("message", 3), ("done", 4)]
+    assert frames[1]["stage"] == "thinking"
+    assert frames[2]["metrics"]["tokens_total"] == 315
+    checkpoint, after = provider.requests[:2]
+    assert prompt(checkpoint) == PROMPTS.render(
+        "checkpoint", state="(none)", history=history, user_text="what should I do first?",
+        trail="(nothing yet)")
+    assert f"# Current State\n\n{STATE}\n\n" in prompt(after)
+    assert "# Conversation so far\n\n(none since)\n\n" in prompt(after)
+    assert "garden topic 0" not in prompt(after)
+    assert prompt(after).endswith(f"# Your work on this message so far\n\n[1] {RESTARTED}")
+    assert tree.rows("SELECT text, upto_transcript_id, turn_id FROM checkpoints") == [
+        (STATE, 8, exchange)
+    ]
+    ((stage, before, used, turn),) = tree.rows(
+        "SELECT stage, tokens_before, tokens_used, turn_id FROM compactions")
+    assert (stage, turn, used) == ("restart", exchange, 220)
+    assert before > LIMIT
+    assert tree.rows("SELECT iterations, llm_calls FROM turns WHERE id = ?", exchange) == [(0, 2)]
+    tree.chat("and then?")  # the next turn starts from the checkpoint, not the old lines
+    tree.outbox.wait_for_type("done", 2)
+    assert f"# Current State\n\n{STATE}\n\n# What you remember" in prompt(provider.requests[2])
+    assert ("# Conversation so far\n\nPerson: what should I do first?\n"
+            "You: Start with the compost.\n\n") in prompt(provider.requests[2])
+
+
+def test_trail_summary_that_is_not_enough_restarts_the_loop_at_step_one(start_tree: Any) -> None:
+    """With history and trail both large, the trail is summarised first; when that is not
+    enough the loop restarts from a checkpoint and its next tool call is step 1 again."""
+    name = ScriptCall("memory", {"action": "remember", "key": "name", "value": "Ada"})
+    long_summary = SUMMARY + " She wants it done before the weekend. " * 12  # about 560 chars
+    provider = Uncalibrated([calls(PLAN_CALL), answer(long_summary), answer(STATE),
+                             calls(name), answer("Saved your plan and your name.")])
+    tree = start_tree(provider, llm=WINDOW)
+    seed_history(tree, topics(4, 4))
+    tree.chat("please remember my plan")
+    frames = tree.outbox.wait_for_type("done")
+    exchange = frames[0]["exchange_id"]
+    assert [(f["type"], f.get("stage", f.get("step"))) for f in frames] == [
+        ("status", "processing"), ("act_narration", 1), ("status", "thinking"),
+        ("status", "thinking"), ("act_narration", 1), ("message", None), ("done", None),
+    ]
+    first, compact, checkpoint, restarted, last = provider.requests
+    assert raw_estimate(first) <= LIMIT
+    assert prompt(compact).startswith("You are compacting the working notes")
+    assert prompt(checkpoint).startswith('You are writing the "Current State"')
+    assert f"[1] Summary of your earlier work on this message:\n{long_summary.strip()}" in (
+        prompt(checkpoint))
+    assert prompt(restarted).endswith(f"[1] {RESTARTED}")
+    assert f"# Current State\n\n{STATE}" in prompt(restarted)
+    assert prompt(last).endswith(f"[1] {RESTARTED}\n\n[2] memory "
+                                 '{"action":"remember","key":"name","value":"Ada"}\n'
+                                 "-> remembered name: Ada")
+    assert tree.rows("SELECT stage, turn_id FROM compactions ORDER BY id") == [
+        ("trail", exchange), ("restart", exchange)
+    ]
+    assert tree.rows("SELECT iteration, name FROM tool_calls ORDER BY position") == [
+        (1, "memory"), (1, "memory")
+    ]
+    assert tree.rows("SELECT iterations, llm_calls FROM turns WHERE id = ?", exchange) == [(1, 5)]
+    assert tree.rows("SELECT key FROM knowledge ORDER BY key") == [("name",), ("plan",)]
+
+
+def test_history_too_big_after_a_turn_is_checkpointed_by_the_backstop(start_tree: Any) -> None:
+    """A long answer that leaves the next prompt over budget is checkpointed right after the
+    turn is stored, so the next chat starts from a short Current State."""
+    essay = "Your plan has three parts and each one matters. " * 30  # 1470 chars
+    recap = "Ada asked about her plan and got a long explanation of its three parts."
+    provider = Uncalibrated([answer(essay, 100, 300), answer(recap, 300, 20),
+                             answer("Start with part one.", 80, 5)])
+    tree = start_tree(provider, llm=WINDOW)
+    tree.chat("explain my plan")
+    frames = tree.outbox.wait_for_type("done")
+    exchange = frames[0]["exchange_id"]
+    assert shape(frames) == [("status", 1), ("message", 2), ("done", 3)]
+    assert raw_estimate(provider.requests[0]) <= LIMIT
+    tree.settle()  # the backstop's checkpoint is stored before the next chat reads it
+    assert prompt(provider.requests[1]) == PROMPTS.render(
+        "checkpoint", state="(none)", history=f"Person: explain my plan\nYou: {essay.strip()}",
+        user_text="", trail="(nothing yet)")
+    assert tree.rows("SELECT text, upto_transcript_id, turn_id FROM checkpoints") == [
+        (recap, 2, exchange)
+    ]
+    ((stage, before, after, used, turn),) = tree.rows(
+        "SELECT stage, tokens_before, tokens_after, tokens_used, turn_id FROM compactions")
+    assert (stage, used, turn) == ("backstop", 320, exchange)
+    assert before > LIMIT >= after
+    assert tree.rows("SELECT tokens_total FROM turns") == [(400,)]  # not the backstop's tokens
+    tree.chat("where do I start?")
+    frames = tree.outbox.wait_for_type("done", 2)
+    assert shape(frames[3:]) == [("status", 4), ("message", 5), ("done", 6)]
+    next_prompt = prompt(provider.requests[2])
+    assert f"# Current State\n\n{recap}\n\n" in next_prompt
+    assert "# Conversation so far\n\n(none since)\n\n" in next_prompt
+    assert essay.strip() not in next_prompt
