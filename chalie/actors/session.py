@@ -23,6 +23,7 @@ import msgspec
 import pykka
 import structlog
 
+from chalie.act import approval
 from chalie.act.budget import PromptBudget
 from chalie.act.fastpath import is_cancel, is_empty
 from chalie.act.loop import ActLoop, Answer
@@ -66,7 +67,6 @@ NARRATION_ARGS_CHARS = 120
 CANCELLED = "Okay, I've stopped."
 NOTHING_TO_CANCEL = "Okay."
 EMPTY = "There was nothing in that message to answer."
-APPROVAL_SKILL = "approval"
 
 
 @dataclass(frozen=True)
@@ -112,8 +112,8 @@ class Session(SupervisedActor):
                 self._on_user_message(message)
             case Steer(text=text, received_at=received_at):
                 self._on_steer(text, received_at)
-            case ActionRequest(skill=skill) if skill == APPROVAL_SKILL:
-                self._on_approval_answer(message.params)
+            case ActionRequest(skill=skill) if skill in approval.SKILLS:
+                self._on_approval_answer(skill, message.params)
             case ActionRequest():
                 self._enqueue(message)
             case FrameRejected(reason=reason):
@@ -252,7 +252,7 @@ class Session(SupervisedActor):
         if tool is None or self._deps.tools.danger(request.skill) == "block":
             known = ", ".join(s.name for s in self._deps.tools.specs())
             self._finish("error", error=f"no skill named {request.skill!r} (skills: {known}, "
-                         f"{APPROVAL_SKILL})", recoverable=False)
+                         f"approval)", recoverable=False)
             return
         raw = msgspec.json.encode(request.params).decode()
         self._run_tool(ToolCall(f"action_{turn.id[:8]}", request.skill, request.params, raw))
@@ -394,18 +394,16 @@ class Session(SupervisedActor):
             expires_in_s=timeout, exchange_id=turn.id,
         ))
 
-    def _on_approval_answer(self, params: dict[str, Any]) -> None:
-        approval_id, approve = params.get("approval_id"), params.get("approve")
-        turn = self._turn
-        pending = turn.approval if turn else None
-        if not isinstance(approval_id, str) or not isinstance(approve, bool):
-            self._emit(Error(message="approval needs params {\"approval_id\": str, "
-                             "\"approve\": bool}", recoverable=False))
-        elif pending is None or pending.id != approval_id:
-            self._emit(Error(message=f"no approval {approval_id!r} is waiting (it may have "
-                             "expired or been answered)", recoverable=False))
+    def _on_approval_answer(self, skill: str, params: dict[str, Any]) -> None:
+        decision = approval.read_decision(skill, params)
+        pending = self._turn.approval if self._turn else None
+        if isinstance(decision, str):
+            self._emit(Error(message=decision, recoverable=False))
+        elif pending is None or pending.id != decision.approval_id:
+            self._emit(Error(message=f"no approval {decision.approval_id!r} is waiting (it may "
+                             "have expired or been answered)", recoverable=False))
         else:
-            self._resolve_approval(approval_id, approve)
+            self._resolve_approval(decision.approval_id, decision.approve)
 
     def _resolve_approval(self, approval_id: str, approved: bool | None, reason: str = "") -> None:
         """approved: True runs the call; False (denied) or None (expired) tells the model no."""

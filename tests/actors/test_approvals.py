@@ -148,7 +148,8 @@ def test_wrong_approval_answer_gets_an_error_and_the_turn_keeps_waiting(start_tr
         {"type": "error", "seq": 4, "recoverable": False, "exchange_id": None, "metrics": None,
          "message": "no approval 'not-the-id' is waiting (it may have expired or been answered)"},
         {"type": "error", "seq": 5, "recoverable": False, "exchange_id": None, "metrics": None,
-         "message": 'approval needs params {"approval_id": str, "approve": bool}'},
+         "message": 'approve is missing: answer an escalation with {"skill": "approval", '
+                    '"params": {"approval_id": "...", "approve": true or false}}'},
     ]
     tree.answer_approval(asked["approval_id"], True)
     frames = tree.outbox.wait_for_type("done")

@@ -1,0 +1,39 @@
+"""Reading the person's answer to an escalation out of an `action` frame.
+
+The documented form is {"skill": "approval", "params": {"approval_id": ID, "approve": true}}.
+Clients that say it differently are understood too: skill "approve" or "deny" with the id, the
+id as "id", or a "decision" of approve/allow/yes or deny/reject/no.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+SKILLS = frozenset({"approval", "approve", "deny"})
+_YES = frozenset({"approve", "approved", "allow", "yes"})
+_NO = frozenset({"deny", "denied", "reject", "no"})
+USAGE = ('answer an escalation with {"skill": "approval", "params": {"approval_id": "...", '
+         '"approve": true or false}}')
+
+
+class Decision(msgspec.Struct, frozen=True):
+    approval_id: str
+    approve: bool
+
+
+def read_decision(skill: str, params: dict[str, Any]) -> Decision | str:
+    """The decision, or a message saying what is missing."""
+    approval_id = params.get("approval_id", params.get("id"))
+    if not isinstance(approval_id, str) or not approval_id:
+        return f"approval_id is missing: {USAGE}"
+    if skill in ("approve", "deny"):
+        return Decision(approval_id, skill == "approve")
+    approve = params.get("approve", params.get("approved"))
+    if isinstance(approve, bool):
+        return Decision(approval_id, approve)
+    decision = params.get("decision")
+    if isinstance(decision, str) and decision.casefold() in _YES | _NO:
+        return Decision(approval_id, decision.casefold() in _YES)
+    return f"approve is missing: {USAGE}"
