@@ -11,26 +11,18 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections import deque
-from collections.abc import Callable
-from concurrent.futures import Executor
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import apsw
 import msgspec
-import pykka
 import structlog
 
 from chalie.act import approval
 from chalie.act.budget import PromptBudget
 from chalie.act.fastpath import is_cancel, is_empty
-from chalie.act.loop import ActLoop, Answer
-from chalie.act.prompts import Prompts
+from chalie.act.loop import Answer
 from chalie.actors.messages import (
     ActionRequest,
-    AppendFrames,
     ApprovalExpired,
     CloseOpenExchange,
     CommitTurn,
@@ -39,7 +31,6 @@ from chalie.actors.messages import (
     LlmFailed,
     LlmReturned,
     RepushExchange,
-    SaveCheckpoint,
     Steer,
     ToolReturned,
     TurnDeadline,
@@ -47,53 +38,28 @@ from chalie.actors.messages import (
     TurnStoreFailed,
     UserMessage,
 )
-from chalie.actors.supervisor import Directory, Link, SupervisedActor
-from chalie.actors.turn import Approval, Turn, closing_frames, turn_record
-from chalie.clock import Clock, Timer
-from chalie.config import ActConfig, LlmConfig
-from chalie.errors import LlmError
-from chalie.frames import ActNarration, Done, Error, Escalation, Frame, Stage, Status
-from chalie.llm.types import ChatRequest, ChatResponse, LlmProvider, ToolCall
+from chalie.actors.session_approvals import ApprovalsMixin
+from chalie.actors.session_base import SessionDeps, clip
+from chalie.actors.session_compaction import CompactionMixin
+from chalie.actors.turn import Turn, closing_frames, turn_record
+from chalie.frames import ActNarration, Done, Error, Status
+from chalie.llm.types import ChatResponse, ToolCall
 from chalie.memory.seed import relevant_facts, render_facts
-from chalie.metrics import Metrics
 from chalie.store import queries
-from chalie.store.records import Outcome, StoredCompaction
+from chalie.store.records import Outcome
 from chalie.tools.base import ToolContext
-from chalie.tools.registry import ToolRegistry
 
 log = structlog.get_logger("chalie.session")
 
-NARRATION_ARGS_CHARS = 120
+__all__ = ["Session", "SessionDeps"]
+
 CANCELLED = "Okay, I've stopped."
 NOTHING_TO_CANCEL = "Okay."
 EMPTY = "There was nothing in that message to answer."
 
 
-@dataclass(frozen=True)
-class SessionDeps:
-    """Everything a Session needs from outside; tests swap the provider, clock and pool."""
-
-    provider: LlmProvider
-    tools: ToolRegistry
-    prompts: Prompts
-    act: ActConfig
-    llm: LlmConfig
-    read: Callable[[], apsw.Connection]
-    clock: Clock
-    pool: Executor
-    directory: Directory
-    metrics: Metrics
-
-
-class Session(SupervisedActor):
-    def __init__(self, link: Link | None, *, channel: str, deps: SessionDeps) -> None:
-        super().__init__(link)
-        self.channel = channel
-        self._deps = deps
-        self._inbox: deque[UserMessage | ActionRequest] = deque()
-        self._turn: Turn | None = None
-        self._storing: tuple[str, str | None] | None = None  # (turn id, client id) being stored
-        self._backstop_running = False
+class Session(ApprovalsMixin, CompactionMixin):
+    """One channel's turns, one at a time; steering, approvals and compaction mid-turn."""
 
     def started(self) -> None:
         # A predecessor that crashed mid-turn left an open exchange: close it with an error.
@@ -143,9 +109,6 @@ class Session(SupervisedActor):
                 log.debug("stale_message_dropped", message=type(message).__name__)
             case _:
                 log.warning("unexpected_message", message=type(message).__name__)
-
-    def _is_current(self, turn_id: str) -> bool:
-        return self._turn is not None and self._turn.id == turn_id
 
     # -- what the person sends --
 
@@ -210,18 +173,8 @@ class Session(SupervisedActor):
         # here on is closed with an error frame by whoever comes next.
         self._emit(Status(stage="processing", exchange_id=turn_id))
         conn = d.read()
-        checkpoint = queries.latest_checkpoint(conn, self.channel)
-        upto = queries.last_transcript_id(conn, self.channel)
-        history = [] if action else queries.recent_transcript(
-            conn, self.channel, 2 * d.act.history_turns,
-            after_id=checkpoint.upto_transcript_id if checkpoint else 0,
-        )
         now = datetime.fromtimestamp(d.clock.time(), UTC).strftime("%Y-%m-%d %H:%M UTC")
-        loop = ActLoop(
-            prompts=d.prompts, user_text=text, history=history, tools=d.tools.specs(),
-            max_iterations=d.act.max_iterations, max_result_chars=d.act.max_tool_result_chars,
-            now_text=now, state=checkpoint.text if checkpoint else "",
-        )
+        loop, upto = self._new_loop(conn, text, now, with_history=not action)
         deadline = request.received_at + d.act.timeout_s
         self._turn = Turn(
             id=turn_id, request=request, loop=loop,
@@ -277,7 +230,7 @@ class Session(SupervisedActor):
         turn_id, timeout = turn.id, min(remaining, d.llm.request_timeout_s)
 
         def job() -> Any:
-            response = self._call_llm(request, timeout)
+            response = self._work.call_llm(request, timeout)
             turn.budget.calibrate(request, response.usage)
             return LlmReturned(turn_id, response)
 
@@ -372,145 +325,6 @@ class Session(SupervisedActor):
             return
         self._next_call()
 
-    # -- approvals --
-
-    def _ask_approval(self, call: ToolCall) -> None:
-        turn = self._require_turn()
-        d = self._deps
-        approval_id = uuid.uuid4().hex
-        timeout = d.act.approval_timeout_s
-        turn.timer.cancel()  # waiting for the person is not charged to the turn's budget
-        turn.phase = "approval"
-        turn.running_call = call
-        turn.approval = Approval(
-            approval_id, call, d.clock.monotonic(),
-            d.clock.call_later(timeout, lambda: self._tell_self(
-                ApprovalExpired(turn.id, approval_id))),
-        )
-        log.info("approval_requested", tool=call.name, approval_id=approval_id)
-        self._emit(Escalation(
-            content=f"Chalie wants to run {call.name} {_clip(call.raw_args)}. Allow it?",
-            approval_id=approval_id, tool=call.name, args=call.raw_args,
-            expires_in_s=timeout, exchange_id=turn.id,
-        ))
-
-    def _on_approval_answer(self, skill: str, params: dict[str, Any]) -> None:
-        decision = approval.read_decision(skill, params)
-        pending = self._turn.approval if self._turn else None
-        if isinstance(decision, str):
-            self._emit(Error(message=decision, recoverable=False))
-        elif pending is None or pending.id != decision.approval_id:
-            self._emit(Error(message=f"no approval {decision.approval_id!r} is waiting (it may "
-                             "have expired or been answered)", recoverable=False))
-        else:
-            self._resolve_approval(decision.approval_id, decision.approve)
-
-    def _resolve_approval(self, approval_id: str, approved: bool | None, reason: str = "") -> None:
-        """approved: True runs the call; False (denied) or None (expired) tells the model no."""
-        turn = self._require_turn()
-        pending = turn.approval
-        if pending is None or pending.id != approval_id:
-            return
-        d = self._deps
-        pending.timer.cancel()
-        turn.approval = None
-        turn.running_call = None
-        turn.deadline += d.clock.monotonic() - pending.asked_at
-        turn.timer = self._deadline_timer(turn.id, turn.deadline)
-        verdict = "approved" if approved else ("denied" if approved is False else "expired")
-        log.info("approval_resolved", tool=pending.call.name, verdict=verdict)
-        if approved:
-            self._run_tool(pending.call, approval="approved")
-            return
-        why = reason or ("the person denied it" if approved is False else
-                         f"no approval within {d.act.approval_timeout_s:g}s")
-        turn.loop.skip(pending.call, why, approval=verdict)
-        self._next_call()
-
-    # -- compaction --
-
-    def _compact(self, request: ChatRequest) -> bool:
-        """Start the next compaction stage for an oversized request; False if none is left."""
-        turn = self._require_turn()
-        tokens = turn.budget.tokens(request)
-        if turn.loop.can_summarise_trail():
-            stage, side = "trail", turn.loop.trail_summary_request()
-        elif turn.loop.can_restart():
-            stage, side = "restart", turn.loop.checkpoint_request()
-        else:
-            log.warning("prompt_over_budget", tokens=tokens, limit=turn.budget.limit)
-            return False
-        log.info("compaction_started", stage=stage, tokens=tokens, limit=turn.budget.limit)
-        self._status("thinking")
-        turn.phase = "compacting"
-        remaining = turn.deadline - self._deps.clock.monotonic()
-        turn_id, timeout = turn.id, min(remaining, self._deps.llm.request_timeout_s)
-
-        def job() -> Any:
-            return CompactionReturned(turn_id, stage, self._call_llm(side, timeout), tokens)
-
-        self._submit(job)
-        return True
-
-    def _on_compaction(self, returned: CompactionReturned) -> None:
-        turn = self._require_turn()
-        summary = returned.response.text.strip()
-        turn.loop.count(returned.response)
-        if returned.stage == "trail":
-            turn.loop.apply_trail_summary(summary)
-        else:
-            turn.loop.restart(summary)
-        after = turn.budget.tokens(turn.loop.request())
-        record = StoredCompaction(
-            stage="trail" if returned.stage == "trail" else "restart",
-            tokens_before=returned.tokens_before, tokens_after=after,
-            tokens_used=returned.response.usage.total_tokens, summary=summary,
-            created_at=self._deps.clock.time(),
-        )
-        turn.compactions.append(record)
-        if returned.stage == "restart":
-            self._to_writer(SaveCheckpoint(self.channel, summary, turn.history_upto, turn.id))
-        log.info("compaction_done", stage=returned.stage, before=returned.tokens_before,
-                 after=after)
-        self._ask_llm()
-
-    def _backstop(self, after_turn: str) -> None:
-        """At the turn boundary: if the next prompt's history alone would not fit, checkpoint."""
-        d = self._deps
-        if self._backstop_running:
-            return
-        conn = d.read()
-        checkpoint = queries.latest_checkpoint(conn, self.channel)
-        upto = queries.last_transcript_id(conn, self.channel)
-        history = queries.recent_transcript(
-            conn, self.channel, 2 * d.act.history_turns,
-            after_id=checkpoint.upto_transcript_id if checkpoint else 0,
-        )
-        probe = ActLoop(
-            prompts=d.prompts, user_text="", history=history, tools=d.tools.specs(),
-            max_iterations=d.act.max_iterations, max_result_chars=d.act.max_tool_result_chars,
-            now_text="", state=checkpoint.text if checkpoint else "",
-        )
-        budget = PromptBudget(d.llm.context_window, d.act.compaction_threshold)
-        tokens = budget.tokens(probe.request())
-        if tokens <= budget.limit or not history:
-            return
-        log.info("compaction_started", stage="backstop", tokens=tokens, limit=budget.limit)
-        self._backstop_running = True
-        side = probe.checkpoint_request()
-        channel = self.channel
-
-        def job() -> Any:
-            response = self._call_llm(side, d.llm.request_timeout_s)
-            summary = response.text.strip()
-            probe.restart(summary)
-            audit = StoredCompaction("backstop", tokens, budget.tokens(probe.request()),
-                                     response.usage.total_tokens, summary, d.clock.time())
-            self._to_writer(SaveCheckpoint(channel, summary, upto, after_turn, audit))
-            return CompactionReturned("backstop", "backstop", response, tokens)
-
-        self._submit(job, turn_id="backstop")
-
     # -- turn end --
 
     def _cancel_running(self, text: str) -> None:
@@ -556,75 +370,9 @@ class Session(SupervisedActor):
             self._backstop(turn_id)
         self._start_next()
 
-    # -- plumbing --
-
-    def _call_llm(self, request: ChatRequest, timeout: float) -> ChatResponse:
-        """On a worker thread: one LLM call, counted in the metrics."""
-        d = self._deps
-        try:
-            response = d.provider.complete(request, timeout_s=timeout)
-        except LlmError:
-            d.metrics.llm_calls.labels(result="error").inc()
-            raise
-        d.metrics.llm_calls.labels(result="ok").inc()
-        d.metrics.llm_tokens.labels(kind="prompt").inc(response.usage.prompt_tokens)
-        d.metrics.llm_tokens.labels(kind="completion").inc(response.usage.completion_tokens)
-        log.info("llm_answered", tool_calls=len(response.tool_calls),
-                 tokens=response.usage.total_tokens, latency_s=round(response.latency_s, 4))
-        return response
-
-    def _require_turn(self) -> Turn:
-        assert self._turn is not None, "no turn is running"
-        return self._turn
-
-    def _status(self, stage: Stage) -> None:
-        self._emit(Status(stage=stage, exchange_id=self._require_turn().id))
-
-    def _emit(self, *frames: Frame) -> None:
-        self._to_writer(AppendFrames(self.channel, frames))
-
-    def _to_writer(self, message: Any) -> None:
-        self._deps.directory.tell("store_writer", message)
-
-    def _deadline_timer(self, turn_id: str, deadline: float) -> Timer:
-        clock = self._deps.clock
-        return clock.call_later(deadline - clock.monotonic(),
-                                lambda: self._tell_self(TurnDeadline(turn_id)))
-
-    def _tell_self(self, message: Any) -> None:
-        try:
-            self.actor_ref.tell(message)
-        except pykka.ActorDeadError:
-            pass  # this instance was stopped or replaced; its turn is gone with it
-
-    def _submit(self, job: Callable[[], Any], turn_id: str | None = None) -> None:
-        """Run `job` on the worker pool with this turn's log context; tell self its result.
-        An LlmError (or a bug) in the job ends the turn with an error frame."""
-        context = structlog.contextvars.get_contextvars()
-        turn_id = turn_id or self._require_turn().id
-
-        def run() -> None:
-            with structlog.contextvars.bound_contextvars(**context):
-                try:
-                    result = job()
-                except LlmError as e:
-                    log.warning("llm_failed", error=str(e), recoverable=e.recoverable)
-                    result = LlmFailed(turn_id, str(e), e.recoverable)
-                except Exception as e:
-                    log.exception("worker_job_failed")
-                    result = LlmFailed(turn_id, f"internal error: {e!r}", True)
-                self._tell_self(result)
-
-        self._deps.pool.submit(run)
-
-
 def _action_text(request: ActionRequest) -> str:
     return f"[action] {request.skill} {msgspec.json.encode(request.params).decode()}"
 
 
-def _clip(text: str) -> str:
-    return text if len(text) <= NARRATION_ARGS_CHARS else text[:NARRATION_ARGS_CHARS] + "…"
-
-
 def _narrate(call: ToolCall) -> str:
-    return f"{call.name} {_clip(call.raw_args)}".strip()
+    return f"{call.name} {clip(call.raw_args)}".strip()

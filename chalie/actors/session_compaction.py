@@ -1,0 +1,90 @@
+"""The Session's compaction detour (spec/message-flow.md, Mid-ACT Compaction), and the
+backstop that runs at the turn boundary."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+
+from chalie.act.budget import PromptBudget
+from chalie.actors.messages import CompactionReturned, SaveCheckpoint
+from chalie.actors.session_base import SessionBase
+from chalie.llm.types import ChatRequest
+from chalie.store.records import StoredCompaction
+
+log = structlog.get_logger("chalie.session")
+
+
+class CompactionMixin(SessionBase):
+    def _compact(self, request: ChatRequest) -> bool:
+        """Start the next compaction stage for an oversized request; False if none is left."""
+        turn = self._require_turn()
+        tokens = turn.budget.tokens(request)
+        if turn.loop.can_summarise_trail():
+            stage, side = "trail", turn.loop.trail_summary_request()
+        elif turn.loop.can_restart():
+            stage, side = "restart", turn.loop.checkpoint_request()
+        else:
+            log.warning("prompt_over_budget", tokens=tokens, limit=turn.budget.limit)
+            return False
+        log.info("compaction_started", stage=stage, tokens=tokens, limit=turn.budget.limit)
+        self._status("thinking")
+        turn.phase = "compacting"
+        remaining = turn.deadline - self._deps.clock.monotonic()
+        turn_id, timeout = turn.id, min(remaining, self._deps.llm.request_timeout_s)
+
+        def job() -> Any:
+            return CompactionReturned(turn_id, stage, self._work.call_llm(side, timeout), tokens)
+
+        self._submit(job)
+        return True
+
+    def _on_compaction(self, returned: CompactionReturned) -> None:
+        turn = self._require_turn()
+        summary = returned.response.text.strip()
+        turn.loop.count(returned.response)
+        if returned.stage == "trail":
+            turn.loop.apply_trail_summary(summary)
+        else:
+            turn.loop.restart(summary)
+        after = turn.budget.tokens(turn.loop.request())
+        record = StoredCompaction(
+            stage="trail" if returned.stage == "trail" else "restart",
+            tokens_before=returned.tokens_before, tokens_after=after,
+            tokens_used=returned.response.usage.total_tokens, summary=summary,
+            created_at=self._deps.clock.time(),
+        )
+        turn.compactions.append(record)
+        if returned.stage == "restart":
+            self._to_writer(SaveCheckpoint(self.channel, summary, turn.history_upto, turn.id))
+        log.info("compaction_done", stage=returned.stage, before=returned.tokens_before,
+                 after=after)
+        self._ask_llm()
+
+    def _backstop(self, after_turn: str) -> None:
+        """At the turn boundary: if the next prompt's history alone would not fit, checkpoint."""
+        d = self._deps
+        if self._backstop_running:
+            return
+        probe, upto = self._new_loop(d.read(), "", "", with_history=True)
+        budget = PromptBudget(d.llm.context_window, d.act.compaction_threshold)
+        tokens = budget.tokens(probe.request())
+        if tokens <= budget.limit or not probe.history:
+            return
+        log.info("compaction_started", stage="backstop", tokens=tokens, limit=budget.limit)
+        self._backstop_running = True
+        side = probe.checkpoint_request()
+        channel = self.channel
+
+        def job() -> Any:
+            response = self._work.call_llm(side, d.llm.request_timeout_s)
+            summary = response.text.strip()
+            probe.restart(summary)
+            audit = StoredCompaction("backstop", tokens, budget.tokens(probe.request()),
+                                     response.usage.total_tokens, summary, d.clock.time())
+            self._to_writer(SaveCheckpoint(channel, summary, upto, after_turn, audit))
+            return CompactionReturned("backstop", "backstop", response, tokens)
+
+        self._submit(job, turn_id="backstop")
+
