@@ -1,0 +1,198 @@
+"""Shared helpers of the benchmarks: percentiles, the one JSON line, the machine, peak RSS.
+
+Importing this module puts the repository root on sys.path (so `chalie` and
+`tests.integration.harness` import from the checkout) and sends every log record of the
+benchmark process itself to stderr: stdout carries exactly one JSON line per benchmark.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import platform
+import resource
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+
+def quiet_logging() -> None:
+    """Importing the test harness configures logging to stdout at DEBUG (tests.conftest does);
+    route the benchmark process's own records to stderr, warnings and up only."""
+    handler = logging.StreamHandler(sys.stderr)
+    root = logging.getLogger()
+    root.handlers = [handler]
+    root.setLevel(logging.WARNING)
+
+
+def percentile(values: Iterable[float], p: float) -> float:
+    """The p-th percentile (0-100) with linear interpolation between closest ranks."""
+    ordered = sorted(values)
+    if not ordered:
+        return math.nan
+    rank = (len(ordered) - 1) * p / 100.0
+    low = math.floor(rank)
+    high = math.ceil(rank)
+    if low == high:
+        return ordered[low]
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def summary(values: Iterable[float], digits: int = 6) -> dict[str, Any]:
+    """n, p50, p90, p99, max and mean of `values`, rounded; empty gives n = 0 only."""
+    data = list(values)
+    if not data:
+        return {"n": 0}
+    return {
+        "n": len(data),
+        "p50": round(percentile(data, 50), digits),
+        "p90": round(percentile(data, 90), digits),
+        "p99": round(percentile(data, 99), digits),
+        "max": round(max(data), digits),
+        "mean": round(sum(data) / len(data), digits),
+    }
+
+
+def machine() -> dict[str, Any]:
+    return {
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(terse=True),
+    }
+
+
+def revision() -> str | None:
+    """The checkout's commit, with "+dirty" when chalie/ has uncommitted changes."""
+    try:
+        head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, timeout=5, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", "chalie"],
+                               capture_output=True, text=True, timeout=5, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head + ("+dirty" if dirty.strip() else "")
+
+
+def emit(bench: str, params: dict[str, Any], **figures: Any) -> None:
+    """Print the benchmark's one JSON line on stdout."""
+    line = {"bench": bench, "params": params, **figures, "machine": machine(),
+            "revision": revision()}
+    sys.stdout.write(json.dumps(line, sort_keys=False) + "\n")
+    sys.stdout.flush()
+
+
+def progress(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def peak_rss_mib(pid: int) -> float | None:
+    """VmHWM (peak resident set) of a live process, in MiB; None when unreadable."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        return None
+    return None
+
+
+def rss_mib(pid: int) -> float | None:
+    """VmRSS (current resident set) of a live process, in MiB; None when unreadable."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        return None
+    return None
+
+
+def thread_count(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Threads:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def free_port() -> int:
+    """A loopback port that was free a moment ago (for a server whose port we must know
+    before it logs it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def turn_events(events: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The server's `turn_finished` log events by turn id."""
+    return {e["turn_id"]: e for e in events
+            if e.get("event") == "turn_finished" and "turn_id" in e}
+
+
+def log_problems(events: Iterable[dict[str, Any]], limit: int = 5) -> dict[str, Any]:
+    """Count the server's warning/error/critical log lines by event, with a few samples."""
+    counts: dict[str, int] = {}
+    samples: list[dict[str, Any]] = []
+    for e in events:
+        if e.get("level") in ("warning", "error", "critical"):
+            key = f"{e.get('level')}:{e.get('event')}"
+            counts[key] = counts.get(key, 0) + 1
+            if len(samples) < limit:
+                samples.append({k: e[k] for k in ("level", "event", "error", "exception",
+                                                  "logger") if k in e})
+    return {"counts": counts, "samples": samples}
+
+
+def _stamp(event: dict[str, Any]) -> float:
+    return datetime.fromisoformat(event["timestamp"]).timestamp()
+
+
+def store_waits(events: Iterable[dict[str, Any]],
+                only: Iterable[str] | None = None) -> list[float]:
+    """Per turn (of `only`, when given), seconds from the Session's `turn_finished` to the
+    StoreWriter's `turn_stored` (the queue in front of the single writer plus the commit),
+    from the log timestamps."""
+    finished: dict[str, float] = {}
+    stored: dict[str, float] = {}
+    for e in events:
+        if "turn_id" in e and "timestamp" in e:
+            if e.get("event") == "turn_finished":
+                finished[e["turn_id"]] = _stamp(e)
+            elif e.get("event") == "turn_stored":
+                stored[e["turn_id"]] = _stamp(e)
+    wanted = set(only) if only is not None else set(finished)
+    return [stored[t] - f for t, f in finished.items() if t in stored and t in wanted]
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds a live process has used so far."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    ticks = os.sysconf("SC_CLK_TCK")
+    return round((int(fields[11]) + int(fields[12])) / ticks, 2)  # utime, stime
+
+
+def own_cpu_seconds() -> float:
+    """User + system CPU seconds of this process (the benchmark client) so far."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return round(usage.ru_utime + usage.ru_stime, 2)

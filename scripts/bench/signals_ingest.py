@@ -1,0 +1,152 @@
+"""Signals ingest: signals per second accepted through POST /api/signals/batch.
+
+Until the server has the endpoint this prints `"status": "skipped"`: it first POSTs an empty
+batch and a 404 (or 405) means there is nothing to measure yet. Otherwise --signals signals
+go out in batches of --batch (the contract's maximum is 50) from --concurrency client threads,
+each with its own keep-alive connection and the session cookie of one login. Reported: signals
+accepted per second (the `accepted` counts of the 200 answers over the wall time), rejected
+signals, non-200 answers by status (429 is the per-wrapper rate limit), batch latency.
+
+    .venv/bin/python scripts/bench/signals_ingest.py [--signals 20000] [--batch 50]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import _common
+import httpx
+from _common import emit, log_problems, progress, summary
+
+from tests.integration.harness import ServerProcess, StubLlm
+
+_common.quiet_logging()
+
+ENDPOINT = "/api/signals/batch"
+
+
+def signal_body(i: int) -> dict[str, Any]:
+    return {
+        "signal_type": "weather_update",
+        "content": f"Reading {i}: heavy rain expected this evening, 80% chance",
+        "source": "bench",
+        "topic": "weather",
+        "activation_energy": 0.4,
+        "metadata": {"precipitation_chance": 0.8, "n": i},
+    }
+
+
+class Totals:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.accepted = 0
+        self.rejected = 0
+        self.statuses: Counter[int] = Counter()
+        self.latency: list[float] = []
+        self.samples: list[str] = []
+
+
+def sender(url: str, cookie: str, batches: list[list[dict[str, Any]]], totals: Totals,
+           deadline: float) -> None:
+    with httpx.Client(base_url=url, cookies={"chalie_session": cookie}, timeout=30.0) as client:
+        for batch in batches:
+            if time.monotonic() > deadline:
+                return
+            t0 = time.perf_counter()
+            try:
+                r = client.post(ENDPOINT, json=batch)
+            except httpx.HTTPError as e:
+                with totals.lock:
+                    totals.statuses[0] += 1
+                    if len(totals.samples) < 5:
+                        totals.samples.append(f"{type(e).__name__}: {e}")
+                continue
+            elapsed = time.perf_counter() - t0
+            with totals.lock:
+                totals.latency.append(elapsed)
+                totals.statuses[r.status_code] += 1
+                if r.status_code == 200:
+                    body = r.json()
+                    totals.accepted += int(body.get("accepted", 0))
+                    totals.rejected += int(body.get("rejected", 0))
+                elif len(totals.samples) < 5:
+                    totals.samples.append(f"{r.status_code}: {r.text[:200]}")
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--signals", type=int, default=20000, help="signals to send (20000)")
+    parser.add_argument("--batch", type=int, default=50, help="signals per request (50)")
+    parser.add_argument("--concurrency", type=int, default=4, help="client threads (4)")
+    parser.add_argument("--max-seconds", type=float, default=300.0,
+                        help="stop sending past this wall time (300)")
+    return parser.parse_args()
+
+
+def main() -> int:
+    args = parse_args()
+    params = {"signals": args.signals, "batch": args.batch, "concurrency": args.concurrency,
+              "endpoint": ENDPOINT}
+    stub = StubLlm()
+    workdir = Path(tempfile.mkdtemp(prefix="chalie-bench-signals-"))
+    server = ServerProcess(workdir, stub, log={"level": "info"})
+    try:
+        server.start()
+        cookie = server.login()
+        probe = httpx.post(f"{server.url}{ENDPOINT}", json=[],
+                           cookies={"chalie_session": cookie}, timeout=10.0)
+        if probe.status_code in (404, 405):
+            emit("signals_ingest", params, status="skipped",
+                 reason=f"the server answers {probe.status_code} to POST {ENDPOINT}: "
+                        "signals are not implemented yet")
+            return 0
+        progress(f"POST {ENDPOINT} [] -> {probe.status_code}; sending {args.signals} signals")
+        signals = [signal_body(i) for i in range(args.signals)]
+        batches = [signals[i:i + args.batch] for i in range(0, len(signals), args.batch)]
+        totals = Totals()
+        deadline = time.monotonic() + args.max_seconds
+        threads = [
+            threading.Thread(target=sender, args=(server.url, cookie,
+                                                  batches[k::args.concurrency], totals, deadline))
+            for k in range(args.concurrency)
+        ]
+        t0 = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        wall = time.perf_counter() - t0
+        assert server.proc is not None
+        rss = _common.peak_rss_mib(server.proc.pid)
+    finally:
+        code = server.stop() if server.proc is not None else None
+        stub.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+    emit(
+        "signals_ingest", params,
+        status="measured",
+        probe_status=probe.status_code,
+        accepted=totals.accepted,
+        rejected=totals.rejected,
+        accepted_per_s=round(totals.accepted / wall, 1) if wall > 0 else None,
+        wall_s=round(wall, 3),
+        responses_by_status={str(k): v for k, v in sorted(totals.statuses.items())},
+        response_samples=totals.samples,
+        batch_latency_s=summary(totals.latency),
+        server_peak_rss_mib=rss,
+        server_log=log_problems(server.log_events()),
+        server_exit_code=code,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
