@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -32,7 +33,27 @@ class Clock(Protocol):
         ...
 
 
+class _Timer:
+    __slots__ = ("cancelled",)
+
+    def __init__(self) -> None:
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
 class SystemClock:
+    """The real clock. Its timers share one daemon thread (a heap of due times), so a thousand
+    turns in flight cost a thousand heap entries, not a thousand threads. Callbacks run on that
+    thread and must be quick: they tell an actor and return."""
+
+    def __init__(self) -> None:
+        self._due: list[tuple[float, int, _Timer, Callable[[], None]]] = []
+        self._order = itertools.count()
+        self._wake = threading.Condition()
+        self._thread: threading.Thread | None = None
+
     def monotonic(self) -> float:
         return time.monotonic()
 
@@ -40,18 +61,32 @@ class SystemClock:
         return time.time()
 
     def call_later(self, delay: float, callback: Callable[[], None]) -> Timer:
-        timer = threading.Timer(max(0.0, delay), callback)
-        timer.daemon = True
-        timer.start()
+        timer = _Timer()
+        with self._wake:
+            heapq.heappush(self._due, (time.monotonic() + max(0.0, delay), next(self._order),
+                                       timer, callback))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="chalie-timers",
+                                                daemon=True)
+                self._thread.start()
+            self._wake.notify()
         return timer
 
-
-class _ManualTimer:
-    def __init__(self) -> None:
-        self.cancelled = False
-
-    def cancel(self) -> None:
-        self.cancelled = True
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                while True:
+                    while self._due and self._due[0][2].cancelled:
+                        heapq.heappop(self._due)
+                    if self._due and self._due[0][0] <= time.monotonic():
+                        _, _, timer, callback = heapq.heappop(self._due)
+                        break
+                    self._wake.wait(self._due[0][0] - time.monotonic() if self._due else None)
+            if not timer.cancelled:
+                try:
+                    callback()
+                except Exception:  # a failing callback must not stop every other timer
+                    logging.getLogger("chalie.clock").exception("timer_callback_failed")
 
 
 class ManualClock:
@@ -61,7 +96,7 @@ class ManualClock:
         self._now = start
         self._wall_offset = wall - start
         self._lock = threading.Lock()
-        self._due: list[tuple[float, int, _ManualTimer, Callable[[], None]]] = []
+        self._due: list[tuple[float, int, _Timer, Callable[[], None]]] = []
         self._order = itertools.count()
 
     def monotonic(self) -> float:
@@ -73,7 +108,7 @@ class ManualClock:
             return self._now + self._wall_offset
 
     def call_later(self, delay: float, callback: Callable[[], None]) -> Timer:
-        timer = _ManualTimer()
+        timer = _Timer()
         with self._lock:
             heapq.heappush(self._due, (self._now + delay, next(self._order), timer, callback))
         return timer

@@ -34,6 +34,12 @@ class Metrics:
         self.frames = Counter(
             "chalie_frames", "Server frames logged and pushed, by type.", ["type"], registry=r
         )
+        self.store_batch = Histogram(
+            "chalie_store_batch_messages",
+            "Messages (frames or turns) written in one store transaction.",
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256),
+            registry=r,
+        )
         self.ws_connections = Gauge(
             "chalie_ws_connections", "Open WebSocket connections.", registry=r
         )

@@ -138,6 +138,7 @@ class CommitTurn(_Msg, frozen=True):
 
     record: TurnRecord
     frames: tuple[Frame, ...]
+    received_at: float  # monotonic receipt of the message: the writer stamps the response time
 
 
 class CloseOpenExchange(_Msg, frozen=True):

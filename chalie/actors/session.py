@@ -357,7 +357,7 @@ class Session(ApprovalsMixin, CompactionMixin):
                  llm_s=round(turn.loop.llm_seconds, 6), error=error)
         self._turn = None
         self._storing = (turn.id, turn.client_id)
-        self._to_writer(CommitTurn(record, frames))
+        self._to_writer(CommitTurn(record, frames, turn.request.received_at))
 
     def _on_stored(self, message: TurnStored | TurnStoreFailed) -> None:
         turn_id = message.turn_id

@@ -1,17 +1,20 @@
 """The StoreWriter: the only actor that writes, and the only way frames reach the sockets.
 
-Each message is one IMMEDIATE transaction. Frames get their channel's next `seq` inside the
-transaction that logs them and are pushed to the Outbox only after it commits, so a frame the
-client saw is always in the log, and a turn's `message` frame always follows its stored rows.
+Frames get their channel's next `seq` inside the IMMEDIATE transaction that logs them and are
+pushed to the Outbox only after it commits, so a frame the client saw is always in the log, and
+a turn's `message` frame always follows its stored rows. Frames and turns that queue up behind
+each other share one transaction and one fsync (group commit); each turn sits in a savepoint
+of its own, so a turn the store refuses fails alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import queue
 from pathlib import Path
 from typing import Any
 
 import apsw
+import msgspec
 import structlog
 
 from chalie.actors.messages import (
@@ -28,13 +31,16 @@ from chalie.actors.messages import (
 from chalie.actors.supervisor import Directory, Link, SupervisedActor
 from chalie.clock import Clock
 from chalie.config import StoreConfig
-from chalie.frames import Done, Error, Frame, encode_frame, frame_type
+from chalie.frames import Done, Error, Frame, Message, encode_frame, frame_type
 from chalie.metrics import Metrics
 from chalie.outbox import Outbox
 from chalie.store import db, queries, writes
+from chalie.store.records import TurnRecord
 
 log = structlog.get_logger("chalie.store_writer")
 
+Row = tuple[int, str, str | None, str]  # seq, type, exchange_id, encoded frame
+MAX_BATCH = 256  # messages that may share one transaction
 PRUNE_EVERY = 100  # prune a channel's event log each time its seq crosses a multiple of this
 INTERRUPTED = "this turn was interrupted by a server fault before it finished; please send it again"
 
@@ -78,17 +84,8 @@ class StoreWriter(SupervisedActor):
 
     def on_receive(self, message: Any) -> Any:
         match message:
-            case AppendFrames(channel=channel, frames=frames):
-                with structlog.contextvars.bound_contextvars(channel=channel):
-                    try:
-                        self._commit(channel, frames)
-                    except apsw.Error as e:
-                        log.error("frames_not_logged", error=str(e), count=len(frames))
-            case CommitTurn(record=record, frames=frames):
-                with structlog.contextvars.bound_contextvars(
-                    channel=record.channel, turn_id=record.id
-                ):
-                    self._commit_turn(message)
+            case AppendFrames() | CommitTurn():
+                self._write_batch([message, *self._take_batchable()])
             case CloseOpenExchange(channel=channel):
                 self._close_open_exchange(channel)
             case RepushExchange(channel=channel, exchange_id=exchange_id):
@@ -108,21 +105,86 @@ class StoreWriter(SupervisedActor):
                 log.warning("unexpected_message", message=type(message).__name__)
         return None
 
-    def _commit_turn(self, message: CommitTurn) -> None:
-        record = message.record
+    # -- group commit --
+
+    def _take_batchable(self) -> list[AppendFrames | CommitTurn]:
+        """The frames and turns queued right behind the current one, to share its transaction
+        (and its fsync). Stops at the first message of another kind, so order is kept."""
+        inbox: queue.Queue[Any] = self.actor_inbox  # type: ignore[assignment]
+        taken: list[AppendFrames | CommitTurn] = []
+        with inbox.mutex:
+            waiting = inbox.queue
+            while waiting and len(taken) < MAX_BATCH:
+                envelope = waiting[0]
+                if envelope.reply_to is not None or not isinstance(
+                    envelope.message, AppendFrames | CommitTurn
+                ):
+                    break
+                waiting.popleft()
+                taken.append(envelope.message)
+        return taken
+
+    def _write_batch(self, batch: list[AppendFrames | CommitTurn]) -> None:
+        """One transaction for the whole batch; each turn in a savepoint of its own, so a turn
+        the store refuses fails alone. Frames are pushed, and sessions told, after the commit."""
+        now = self._clock.monotonic()
+        seqs = dict(self._seqs)
+        stored: list[tuple[str, list[Row], TurnRecord | None]] = []
+        refused: list[tuple[TurnRecord, str]] = []
         try:
-            self._commit(
-                record.channel, message.frames,
-                also=lambda: writes.insert_turn(self.conn, record),
-                committed=lambda: log.info("turn_stored", outcome=record.outcome,
-                                           tools=len(record.tool_calls)),
-            )
-        except apsw.Error as e:
-            log.error("turn_not_stored", error=str(e))
-            reply: Any = TurnStoreFailed(record.id, str(e))
+            with db.immediate(self.conn):
+                for item in batch:
+                    if isinstance(item, AppendFrames):
+                        rows = self._append(seqs, item.channel, item.frames)
+                        stored.append((item.channel, rows, None))
+                        continue
+                    record, frames = stamped(item, now)
+                    try:
+                        with self.conn:  # a savepoint
+                            writes.insert_turn(self.conn, record)
+                            rows = self._append(seqs, record.channel, frames)
+                    except apsw.Error as e:  # rolled back to the savepoint; seqs not moved
+                        refused.append((record, str(e)))
+                        continue
+                    stored.append((record.channel, rows, record))
+                self._prune(seqs)
+        except apsw.Error as e:  # the transaction itself failed: nothing of the batch is stored
+            log.error("batch_not_stored", error=str(e), messages=len(batch))
+            refused += [(i.record, str(e)) for i in batch if isinstance(i, CommitTurn)]
+            stored = []
         else:
-            reply = TurnStored(record.id)
-        self._directory.tell("sessions", Deliver(record.channel, reply))
+            self._seqs = seqs
+            self._metrics.store_batch.observe(len(batch))
+        for channel, rows, turn in stored:
+            if turn is not None:
+                log.info("turn_stored", channel=channel, turn_id=turn.id, outcome=turn.outcome,
+                         tools=len(turn.tool_calls), response_time_s=round(turn.response_time_s, 6))
+            for _, kind, _, _ in rows:
+                self._metrics.frames.labels(type=kind).inc()
+            self._outbox.push(channel, [body for _, _, _, body in rows])
+            if turn is not None:
+                self._directory.tell("sessions", Deliver(channel, TurnStored(turn.id)))
+        for record, error in refused:
+            log.error("turn_not_stored", channel=record.channel, turn_id=record.id, error=error)
+            self._directory.tell("sessions", Deliver(record.channel,
+                                                     TurnStoreFailed(record.id, error)))
+
+    def _append(self, seqs: dict[str, int], channel: str, frames: tuple[Frame, ...]) -> list[Row]:
+        """Insert frames after the channel's last seq in `seqs`, and move it on."""
+        last = seqs.get(channel)
+        if last is None:
+            last = queries.last_seq(self.conn, channel)
+        rows = sequenced(frames, last)
+        writes.insert_events(self.conn, channel, rows, self._clock.time())
+        seqs[channel] = last + len(rows)
+        return rows
+
+    def _prune(self, seqs: dict[str, int]) -> None:
+        kept = self._config.events_kept
+        for channel, seq in seqs.items():
+            before = self._seqs.get(channel, seq)
+            if seq // PRUNE_EVERY != before // PRUNE_EVERY:
+                writes.prune_events(self.conn, channel, keep_after=seq - kept)
 
     def _save_checkpoint(self, message: SaveCheckpoint) -> None:
         now = self._clock.time()
@@ -146,39 +208,32 @@ class StoreWriter(SupervisedActor):
         exchange = queries.open_exchange(self.conn, channel)
         if exchange is not None:
             log.warning("closing_interrupted_turn", channel=channel, exchange_id=exchange)
-            self._commit(channel, interrupted_frames(exchange))
-
-    def _commit(self, channel: str, frames: tuple[Frame, ...], *,
-                also: Callable[[], None] | None = None,
-                committed: Callable[[], None] | None = None) -> None:
-        """Log `frames` (and run `also`) in one transaction; once it has committed, run
-        `committed` and push the frames."""
-        seq = self._seqs.get(channel)
-        if seq is None:
-            seq = queries.last_seq(self.conn, channel)
-        rows = sequenced(frames, seq)
-        kept = self._config.events_kept
-        with db.immediate(self.conn):
-            if also is not None:
-                also()
-            writes.insert_events(self.conn, channel, rows, self._clock.time())
-            if (seq + len(rows)) // PRUNE_EVERY != seq // PRUNE_EVERY:
-                writes.prune_events(self.conn, channel, keep_after=seq + len(rows) - kept)
-        self._seqs[channel] = seq + len(rows)
-        if committed is not None:
-            committed()
-        for _, kind, _, _ in rows:
-            self._metrics.frames.labels(type=kind).inc()
-        self._outbox.push(channel, [body for _, _, _, body in rows])
+            self._write_batch([AppendFrames(channel, interrupted_frames(exchange))])
 
 
-def sequenced(frames: tuple[Frame, ...], last: int) -> list[tuple[int, str, str | None, str]]:
+def sequenced(frames: tuple[Frame, ...], last: int) -> list[Row]:
     """Event-log rows (seq, type, exchange_id, body) for frames following seq `last`."""
     rows = []
     for seq, frame in enumerate(frames, last + 1):
         exchange = getattr(frame, "exchange_id", None)
         rows.append((seq, frame_type(frame), exchange, encode_frame(frame, seq)))
     return rows
+
+
+def stamped(commit: CommitTurn, now: float) -> tuple[TurnRecord, tuple[Frame, ...]]:
+    """The turn and its closing frames with the response time as of now, when it is stored:
+    the person sees the answer only after this, so the time spent queued for the store counts."""
+    elapsed = max(0.0, now - commit.received_at)
+    frames: list[Frame] = []
+    for frame in commit.frames:
+        if isinstance(frame, Message | Error) and frame.metrics is not None:
+            metrics = msgspec.structs.replace(frame.metrics, response_time_s=round(elapsed, 4))
+            frames.append(msgspec.structs.replace(frame, metrics=metrics))
+        elif isinstance(frame, Done):
+            frames.append(msgspec.structs.replace(frame, duration_ms=round(elapsed * 1000)))
+        else:
+            frames.append(frame)
+    return msgspec.structs.replace(commit.record, response_time_s=elapsed), tuple(frames)
 
 
 def interrupted_frames(exchange_id: str) -> tuple[Frame, ...]:

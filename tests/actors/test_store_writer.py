@@ -3,6 +3,7 @@ and failed commits. A recorder stands in for the sessions it answers."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +43,12 @@ class Writer:
     outbox: FakeOutbox
     sessions: Recording
     data: Path
+    clock: WatchedClock
+    metrics: Metrics
+
+    def commit(self, turn: TurnRecord, frames: tuple[Message, Done], age_s: float = 0.5) -> Any:
+        """Commit a turn whose message was received `age_s` seconds ago."""
+        return self.ask(CommitTurn(turn, frames, self.clock.monotonic() - age_s))
 
     def ask(self, message: Any) -> Any:
         """Tell the writer and wait until it has handled the message."""
@@ -59,9 +66,10 @@ def start_writer(make_config: Any, clock: WatchedClock) -> Callable[[], Writer]:
     directory.set("sessions", RecorderActor.start(sessions))
 
     def start() -> Writer:
+        metrics = Metrics()
         ref = StoreWriter.start(None, config=config, outbox=outbox, clock=clock,
-                                directory=directory, metrics=Metrics())
-        return Writer(ref, outbox, sessions, Path(config.path))
+                                directory=directory, metrics=metrics)
+        return Writer(ref, outbox, sessions, Path(config.path), clock, metrics)
 
     return start
 
@@ -139,7 +147,7 @@ def test_committed_turn_is_stored_with_its_frames_before_they_are_pushed(
         at_push["facts"] = w.rows("SELECT key, value, turn_id FROM knowledge")
 
     w.outbox.on_push = look
-    w.ask(CommitTurn(record(), closing()))
+    w.commit(record(), closing())
     assert seqs(w.outbox.frames()) == [(1, "message"), (2, "done")]
     assert at_push == {
         "turns": [("t1", "answered", "Green.", 40)],
@@ -173,7 +181,7 @@ def test_finished_or_empty_channel_is_left_alone_when_closing(start_writer: Any)
     """A channel whose last turn ended with done, or that has no turns, gets no extra frames."""
     w = start_writer()
     w.ask(AppendFrames("main", (status("t1"),)))
-    w.ask(CommitTurn(record(), closing()))
+    w.commit(record(), closing())
     w.ask(AppendFrames("main", (status(None),)))  # a frame outside any exchange comes last
     w.ask(CloseOpenExchange("main"))
     w.ask(CloseOpenExchange("phone"))
@@ -187,8 +195,8 @@ def test_finished_or_empty_channel_is_left_alone_when_closing(start_writer: Any)
 def test_failed_commit_pushes_nothing_and_tells_the_session(start_writer: Any) -> None:
     """A turn the store refuses sends no frame, reports TurnStoreFailed, and keeps earlier rows."""
     w = start_writer()
-    w.ask(CommitTurn(record("t1", "Green."), closing("t1", "Green.")))
-    w.ask(CommitTurn(record("t1", "Blue."), closing("t1", "Blue.")))  # same id: refused
+    w.commit(record("t1", "Green."), closing("t1", "Green."))
+    w.commit(record("t1", "Blue."), closing("t1", "Blue."))  # same id: refused
     assert seqs(w.outbox.frames()) == [(1, "message"), (2, "done")]
     replies = w.sessions.wait_for(lambda xs: len(xs) == 2, "two replies")
     assert replies == [
@@ -211,3 +219,38 @@ def test_login_session_is_written_when_asked(start_writer: Any) -> None:
     assert w.rows("SELECT token_hash, created_at, expires_at FROM auth_sessions") == [
         ("abc123", 1_700_000_000.0, 1_700_086_400.0)
     ]
+
+
+def test_response_time_is_stamped_when_the_turn_is_stored(start_writer: Any) -> None:
+    """The client's response_time_s and duration_ms count the wait for the store, too."""
+    w = start_writer()
+    w.commit(record(), closing(), age_s=2.25)
+    message, done = w.outbox.frames()
+    assert message["metrics"]["response_time_s"] == 2.25
+    assert done["duration_ms"] == 2250
+    assert w.rows("SELECT response_time_s FROM turns") == [(2.25,)]
+
+
+def test_frames_and_turns_queued_together_share_one_transaction(start_writer: Any) -> None:
+    """Messages waiting behind a commit go into the next transaction together, in order."""
+    w = start_writer()
+    release, entered = threading.Event(), threading.Event()
+
+    def hold_first_push(channel: str, frames: list[dict[str, Any]]) -> None:
+        if not entered.is_set():
+            entered.set()
+            release.wait(WAIT_S)
+
+    w.outbox.on_push = hold_first_push
+    w.ref.tell(AppendFrames("main", (status("t0"),)))
+    assert entered.wait(WAIT_S)
+    w.ref.tell(AppendFrames("main", (status("t1"),)))
+    w.ref.tell(CommitTurn(record("t1", "Green."), closing("t1", "Green."), w.clock.monotonic()))
+    w.ref.tell(AppendFrames("phone", (status("p1"),)))
+    release.set()
+    w.ask(CloseOpenExchange("nobody"))  # handled after everything above
+    assert seqs(w.outbox.frames()) == [(1, "status"), (2, "status"), (3, "message"), (4, "done")]
+    assert seqs(w.outbox.frames("phone")) == [(1, "status")]
+    sample = w.metrics.registry.get_sample_value
+    assert sample("chalie_store_batch_messages_count") == 2
+    assert sample("chalie_store_batch_messages_sum") == 4
