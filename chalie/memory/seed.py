@@ -6,7 +6,7 @@ import re
 
 import apsw
 
-from chalie.store.queries import Fact, current_facts
+from chalie.store.queries import Fact, facts_matching
 
 MIN_WORD = 4
 _STOP = frozenset([
@@ -16,7 +16,6 @@ _STOP = frozenset([
     "will", "with", "would", "your", "yours",
 ])
 MAX_WORDS = 12
-PER_WORD = 5
 _WORD = re.compile(r"\w+")
 
 
@@ -25,13 +24,7 @@ def relevant_facts(conn: apsw.Connection, text: str, limit: int) -> list[Fact]:
     (most specific) words first."""
     candidates = {w for w in _WORD.findall(text.casefold()) if len(w) >= MIN_WORD}
     words = sorted(candidates - _STOP, key=lambda w: (-len(w), w))[:MAX_WORDS]
-    found: dict[str, Fact] = {}
-    for word in words:
-        for fact in current_facts(conn, word, PER_WORD):
-            found.setdefault(fact.key, fact)
-            if len(found) >= limit:
-                return list(found.values())
-    return list(found.values())
+    return facts_matching(conn, words, limit)
 
 
 def render_facts(facts: list[Fact]) -> str:

@@ -36,16 +36,32 @@ def _like_escape(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
+def search_text(key: str, value: str) -> str:
+    """What fact search matches against: key and value, case-folded, kept apart by US (0x1f)."""
+    return f"{key.casefold()}\x1f{value.casefold()}"
+
+
 def current_facts(conn: apsw.Connection, query: str, limit: int) -> list[Fact]:
     """Current (not superseded) facts whose key or value contains `query`, newest first."""
-    pattern = f"%{_like_escape(query.strip().casefold())}%"
+    return facts_matching(conn, [query], limit)
+
+
+def facts_matching(conn: apsw.Connection, words: list[str], limit: int) -> list[Fact]:
+    """Current facts containing any of `words` (case-insensitively) in key or value; those
+    matching more, and longer, words first, then the newest. One scan of the search index."""
+    if not words:
+        return []
+    patterns = [f"%{_like_escape(w.strip().casefold())}%" for w in words]
+    matches = [f"(search_text LIKE ?{i} ESCAPE '\\')" for i in range(1, len(words) + 1)]
+    score = " + ".join(f"{m} * {len(w)}" for m, w in zip(matches, words, strict=True))
     rows = conn.execute(
-        "SELECT key, value, created_at FROM knowledge WHERE superseded_at IS NULL "
-        "AND (casefold(key) LIKE ?1 ESCAPE '\\' OR casefold(value) LIKE ?1 ESCAPE '\\') "
-        "ORDER BY created_at DESC, id DESC LIMIT ?2",
-        (pattern, limit),
+        f"SELECT key, value, created_at, {score} AS score FROM knowledge "
+        "INDEXED BY knowledge_search "
+        f"WHERE superseded_at IS NULL AND ({' OR '.join(matches)}) "
+        f"ORDER BY score DESC, created_at DESC, id DESC LIMIT {int(limit)}",
+        patterns,
     ).fetchall()
-    return [Fact(str(k), str(v), float(c)) for k, v, c in rows]  # type: ignore[arg-type]
+    return [Fact(str(k), str(v), float(c)) for k, v, c, _ in rows]  # type: ignore[arg-type]
 
 
 class Checkpoint(msgspec.Struct, frozen=True):

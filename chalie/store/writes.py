@@ -5,6 +5,7 @@ from __future__ import annotations
 import apsw
 
 from chalie.store.effects import Effect, ForgetFact, RememberFact
+from chalie.store.queries import search_text
 from chalie.store.records import StoredCompaction, TurnRecord
 
 
@@ -78,8 +79,9 @@ def apply_effect(conn: apsw.Connection, effect: Effect, *, turn_id: str, now: fl
             if old is not None:
                 conn.execute("UPDATE knowledge SET superseded_at = ? WHERE id = ?", (now, old[0]))
             conn.execute(
-                "INSERT INTO knowledge (key, value, turn_id, created_at) VALUES (?, ?, ?, ?)",
-                (key, value, turn_id, now),
+                "INSERT INTO knowledge (key, value, turn_id, created_at, search_text) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (key, value, turn_id, now, search_text(key, value)),
             )
             if old is not None:
                 conn.execute(

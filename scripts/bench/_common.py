@@ -141,9 +141,19 @@ def free_port() -> int:
 
 
 def turn_events(events: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The server's `turn_finished` log events by turn id."""
-    return {e["turn_id"]: e for e in events
-            if e.get("event") == "turn_finished" and "turn_id" in e}
+    """Per stored turn: its `turn_finished` log event (llm_s, tokens, ...) with response_time_s
+    taken from `turn_stored`, which is the figure the message frame carries: receipt of the
+    chat to the moment the turn is stored, just before its frames are pushed."""
+    finished: dict[str, dict[str, Any]] = {}
+    stored: dict[str, float] = {}
+    for e in events:
+        if "turn_id" not in e:
+            continue
+        if e.get("event") == "turn_finished":
+            finished[e["turn_id"]] = e
+        elif e.get("event") == "turn_stored" and "response_time_s" in e:
+            stored[e["turn_id"]] = e["response_time_s"]
+    return {t: {**e, "response_time_s": stored[t]} for t, e in finished.items() if t in stored}
 
 
 def log_problems(events: Iterable[dict[str, Any]], limit: int = 5) -> dict[str, Any]:

@@ -9,7 +9,7 @@ runs --turns-per-session turns back to back (a turn: send `chat`, read up to its
 The client is one asyncio event loop (tornado.websocket), not a thread per socket; the stub LLM
 runs in a child process so that its threads do not share the client's GIL. Reported: connect
 and turn errors, client turn time (send -> `done`), the server's response_time_s and time
-outside the LLM from its `turn_finished` log lines, throughput, and the server's peak RSS
+outside the LLM from its `turn_finished` and `turn_stored` log lines, throughput, and the server's peak RSS
 (VmHWM) and thread count.
 
     .venv/bin/python scripts/bench/concurrency.py [--sessions 1000] [--turns-per-session 3]
@@ -260,7 +260,7 @@ def main() -> int:
         try:
             wait_for(lambda: len(turn_events(server.log_events())) >= want, 10)
         except AssertionError:
-            progress("some turn_finished lines never arrived; reporting those found")
+            progress("some turn log lines never arrived; reporting those found")
         assert server.proc is not None
         peak_rss = _common.peak_rss_mib(server.proc.pid)
         events = server.log_events()

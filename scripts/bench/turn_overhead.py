@@ -1,10 +1,10 @@
 """Turn overhead: N sequential chat turns over /ws against a stub LLM that answers instantly.
 
 What the server adds around the LLM call is what is left when the LLM costs (almost) nothing:
-for every turn, response_time_s (from the `turn_finished` log line, the same figure as the
-message frame's metrics.response_time_s, from receipt of the frame to the answer) minus llm_s
-(time inside LLM HTTP requests, as measured around the request). The client's own round trip
-(send -> `done` frame) is reported too: it also covers the turn's store commit and the push.
+for every turn, response_time_s (from the `turn_stored` log line, the same figure as the
+message frame's metrics.response_time_s: receipt of the frame to the stored answer) minus llm_s
+(time inside LLM HTTP requests, as measured around the request, from `turn_finished`). The
+client's own round trip (send -> `done` frame) is reported too: it adds the push and the socket.
 
     .venv/bin/python scripts/bench/turn_overhead.py [--turns 500] [--warmup 20]
 """
@@ -85,12 +85,12 @@ def run(args: argparse.Namespace) -> Run:
         cpu1 = _common.cpu_seconds(server.proc.pid)
         if cpu0 is not None and cpu1 is not None and done:
             out.server_cpu_s = (cpu1 - cpu0) / done
-        # turn_finished is logged before the store commit that the `done` frame waits for, so
-        # every turn's line is already written; give the log pump a moment to read it.
+        # turn_stored is logged before the turn's frames are pushed, so every turn's line is
+        # already written; give the log pump a moment to read it.
         try:
             wait_for(lambda: len(turn_events(server.log_events())) >= done, timeout=10)
         except AssertionError:
-            progress("some turn_finished lines never arrived; reporting those found")
+            progress("some turn log lines never arrived; reporting those found")
         out.events = server.log_events()
         out.rss = _common.peak_rss_mib(server.proc.pid) if server.proc else None
     finally:
@@ -121,7 +121,7 @@ def main() -> int:
         outside_llm_s=summary(outside),
         outside_llm_share=summary(share, digits=3),
         client_round_trip_s=summary(r.client_rtt),
-        client_after_turn_finished_s=summary(after_finish),
+        client_after_server_s=summary(after_finish),
         server_store_wait_s=summary(_common.store_waits(r.events, r.measured_ids)),
         turns_per_s=round(len(r.client_rtt) / r.wall, 1) if r.wall > 0 else None,
         server_cpu_s_per_turn=round(r.server_cpu_s, 5) if r.server_cpu_s is not None else None,
