@@ -143,8 +143,10 @@ class StoreWriter(SupervisedActor):
                         with self.conn:  # a savepoint
                             writes.insert_turn(self.conn, record)
                             rows = self._append(seqs, record.channel, frames)
-                    except apsw.Error as e:  # rolled back to the savepoint; seqs not moved
-                        refused.append((record, str(e)))
+                    except Exception as e:  # rolled back to the savepoint; seqs not moved.
+                        # Not only apsw.Error: a record that cannot be written for any reason
+                        # must fail alone, not take the writer and the rest of the batch down.
+                        refused.append((record, str(e) if isinstance(e, apsw.Error) else repr(e)))
                         continue
                     stored.append((record.channel, rows, record))
                 self._prune(seqs)

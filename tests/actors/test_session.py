@@ -276,6 +276,7 @@ def test_turn_whose_answer_cannot_be_stored_still_ends_with_done(start_tree: Any
     frames = tree.outbox.wait_for_type("message")
     first = [f for f in frames if f.get("exchange_id") == frames[0]["exchange_id"]]
     assert first[2]["message"] == (
-        "the answer could not be stored: NOT NULL constraint failed: knowledge.value"
+        "the answer could not be stored: "
+        "AttributeError(\"'NoneType' object has no attribute 'casefold'\")"
     )
     assert [f["type"] for f in first] == ["status", "act_narration", "error", "done"]
