@@ -227,17 +227,18 @@ class Session(ApprovalsMixin, CompactionMixin):
             self._status("responding")
         turn.phase = "llm"
         turn.steered_in_flight = False
+        turn.in_flight = request
         turn_id, timeout = turn.id, min(remaining, d.llm.request_timeout_s)
 
         def job() -> Any:
-            response = self._work.call_llm(request, timeout)
-            turn.budget.calibrate(request, response.usage)
-            return LlmReturned(turn_id, response)
+            return LlmReturned(turn_id, self._work.call_llm(request, timeout))
 
         self._submit(job)
 
     def _on_llm(self, response: ChatResponse) -> None:
         turn = self._require_turn()
+        if turn.in_flight is not None:
+            turn.budget.calibrate(turn.in_flight, response.usage)
         if turn.steered_in_flight:
             # The model answered without the steering: keep what it said, run none of its
             # calls, and ask again with the steering in the trail.

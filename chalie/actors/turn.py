@@ -11,7 +11,7 @@ from chalie.act.loop import ActLoop, ToolRecord
 from chalie.actors.messages import ActionRequest, UserMessage
 from chalie.clock import Timer
 from chalie.frames import Done, Error, Frame, FrameMetrics, Message, text_blocks
-from chalie.llm.types import ToolCall
+from chalie.llm.types import ChatRequest, ToolCall
 from chalie.store.records import (
     Outcome,
     StoredCompaction,
@@ -45,6 +45,7 @@ class Turn:
     queued_calls: deque[ToolCall] = field(default_factory=deque)
     running_call: ToolCall | None = None
     approval: Approval | None = None
+    in_flight: ChatRequest | None = None  # the loop request out now, to calibrate the budget
     steered_in_flight: bool = False  # steering arrived while an LLM call was out
     responding_sent: bool = False
     compactions: list[StoredCompaction] = field(default_factory=list)
