@@ -9,8 +9,8 @@ runs --turns-per-session turns back to back (a turn: send `chat`, read up to its
 The client is one asyncio event loop (tornado.websocket), not a thread per socket; the stub LLM
 runs in a child process so that its threads do not share the client's GIL. Reported: connect
 and turn errors, client turn time (send -> `done`), the server's response_time_s and time
-outside the LLM from its `turn_finished` and `turn_stored` log lines, throughput, and the server's peak RSS
-(VmHWM) and thread count.
+outside the LLM from its `turn_finished` and `turn_stored` log lines, throughput, and the
+server's peak RSS (VmHWM) and thread count.
 
     .venv/bin/python scripts/bench/concurrency.py [--sessions 1000] [--turns-per-session 3]
 """
