@@ -43,6 +43,9 @@ class StoreConfig(_Section, frozen=True):
 class AuthConfig(_Section, frozen=True):
     password: str
     session_days: float
+    max_failures: int
+    lockout_s: float
+    secure_cookie: bool
 
 
 class LlmConfig(_Section, frozen=True):
@@ -106,7 +109,7 @@ _POSITIVE = {
     "auth.session_days", "llm.context_window", "llm.request_timeout_s", "act.max_iterations",
     "act.timeout_s", "act.workers", "act.max_tool_result_chars", "supervisor.max_restarts",
     "supervisor.within_s", "server.ping_interval_s", "server.ping_misses",
-    "act.compaction_threshold", "act.approval_timeout_s",
+    "act.compaction_threshold", "act.approval_timeout_s", "auth.max_failures", "auth.lockout_s",
 }
 _NON_NEGATIVE = {
     "llm.retries", "llm.retry_backoff_s", "act.history_turns", "supervisor.backoff_initial_s",

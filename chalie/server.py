@@ -26,7 +26,7 @@ from chalie.actors.supervisor import ChildSpec, Directory, Link, Supervisor
 from chalie.clock import Clock, SystemClock
 from chalie.config import Config
 from chalie.edge.app import make_app
-from chalie.edge.auth import Authenticator, ensure_password
+from chalie.edge.auth import Authenticator, LoginThrottle, ensure_password
 from chalie.edge.context import EdgeContext
 from chalie.edge.hub import SocketHub
 from chalie.llm.factory import build_provider
@@ -142,6 +142,8 @@ class Server:
             clock=self.clock,
             auth=Authenticator(configured=self.config.auth.password, read=readers.get,
                                clock=self.clock),
+            throttle=LoginThrottle(self.clock, max_failures=self.config.auth.max_failures,
+                                   window_s=self.config.auth.lockout_s),
             hub=hub,
             metrics=self.metrics,
             directory=self.directory,

@@ -12,6 +12,7 @@ import binascii
 import hashlib
 import hmac
 import secrets
+from collections import deque
 from collections.abc import Callable
 
 import apsw
@@ -91,3 +92,42 @@ class Authenticator:
     @staticmethod
     def new_token() -> str:
         return secrets.token_urlsafe(32)
+
+
+class LoginThrottle:
+    """Refuses logins from an address that got the password wrong `max_failures` times within
+    `window_s`, until the oldest of those failures is `window_s` old. Keeps at most
+    `max_addresses` addresses, dropping the least recently failed."""
+
+    def __init__(self, clock: Clock, *, max_failures: int, window_s: float,
+                 max_addresses: int = 10_000) -> None:
+        self._clock = clock
+        self._max = max_failures
+        self._window = window_s
+        self._max_addresses = max_addresses
+        self._failures: dict[str, deque[float]] = {}
+
+    def retry_after(self, address: str) -> float | None:
+        """Seconds until `address` may try again, or None when it may try now."""
+        recent = self._recent(address)
+        if len(recent) < self._max:
+            return None
+        return recent[0] + self._window - self._clock.monotonic()
+
+    def failed(self, address: str) -> None:
+        recent = self._recent(address)
+        recent.append(self._clock.monotonic())
+        self._failures.pop(address, None)
+        self._failures[address] = recent  # most recently failed last
+        while len(self._failures) > self._max_addresses:
+            del self._failures[next(iter(self._failures))]
+
+    def succeeded(self, address: str) -> None:
+        self._failures.pop(address, None)
+
+    def _recent(self, address: str) -> deque[float]:
+        recent = self._failures.get(address, deque())
+        now = self._clock.monotonic()
+        while recent and now - recent[0] >= self._window:
+            recent.popleft()
+        return recent

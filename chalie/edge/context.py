@@ -10,7 +10,7 @@ import apsw
 from chalie.actors.supervisor import Directory
 from chalie.clock import Clock
 from chalie.config import Config
-from chalie.edge.auth import Authenticator
+from chalie.edge.auth import Authenticator, LoginThrottle
 from chalie.edge.hub import SocketHub
 from chalie.metrics import Metrics
 
@@ -20,6 +20,7 @@ class EdgeContext:
     config: Config
     clock: Clock
     auth: Authenticator
+    throttle: LoginThrottle
     hub: SocketHub
     metrics: Metrics
     directory: Directory

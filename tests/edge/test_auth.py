@@ -11,6 +11,7 @@ import pytest
 from chalie.clock import ManualClock
 from chalie.edge.auth import (
     Authenticator,
+    LoginThrottle,
     ensure_password,
     hash_password,
     token_hash,
@@ -108,3 +109,31 @@ def test_new_tokens_are_random_and_stored_only_as_a_hash() -> None:
     assert len(one) == 43
     assert token_hash(one) == hashlib.sha256(one.encode()).hexdigest()
     assert token_hash(one) != one
+
+
+def test_login_throttle_locks_an_address_out_after_too_many_failures() -> None:
+    """The third wrong password within the window locks that address out, others stay free."""
+    clock = ManualClock()
+    throttle = LoginThrottle(clock, max_failures=3, window_s=60)
+    for _ in range(2):
+        throttle.failed("10.0.0.1")
+    assert throttle.retry_after("10.0.0.1") is None
+    clock.advance(10)
+    throttle.failed("10.0.0.1")
+    assert throttle.retry_after("10.0.0.1") == 50  # the first failure is 10 s old
+    assert throttle.retry_after("10.0.0.2") is None
+    clock.advance(50)
+    assert throttle.retry_after("10.0.0.1") is None  # the first failure left the window
+
+
+def test_a_successful_login_clears_an_address_and_memory_is_bounded() -> None:
+    """Success forgets the failures; past max_addresses the least recently failed is dropped."""
+    clock = ManualClock()
+    throttle = LoginThrottle(clock, max_failures=1, window_s=60, max_addresses=2)
+    throttle.failed("a")
+    assert throttle.retry_after("a") == 60
+    throttle.succeeded("a")
+    assert throttle.retry_after("a") is None
+    for address in ("a", "b", "c"):
+        throttle.failed(address)
+    assert [throttle.retry_after(x) for x in ("a", "b", "c")] == [None, 60, 60]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import apsw
 import httpx
@@ -203,3 +204,18 @@ def test_an_llm_error_gives_a_recoverable_error_frame_and_the_next_turn_works(
     assert rows(server.db_path, "SELECT outcome FROM turns ORDER BY started_at") == [
         ("error",), ("answered",)
     ]
+
+
+def test_repeated_wrong_passwords_lock_the_address_out(tmp_path: Path, llm: StubLlm) -> None:
+    """After auth.max_failures wrong passwords even the right one gets 429 with Retry-After."""
+    server = ServerProcess(tmp_path, llm, auth={"max_failures": 3, "lockout_s": 600.0}).start()
+    try:
+        codes = [httpx.post(f"{server.url}/auth/login", json={"password": "guess"}).status_code
+                 for _ in range(3)]
+        assert codes == [401, 401, 401]
+        locked = httpx.post(f"{server.url}/auth/login", json={"password": server.password})
+        assert locked.status_code == 429
+        assert 590 <= int(locked.headers["Retry-After"]) <= 600
+        assert "too many wrong passwords" in locked.json()["error"]
+    finally:
+        server.kill()
