@@ -9,6 +9,9 @@ class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         r = self.registry = registry or CollectorRegistry()
         self.turns = Counter("chalie_turns", "Turns finished, by outcome.", ["outcome"], registry=r)
+        self.turns_in_flight = Gauge(
+            "chalie_turns_in_flight", "Turns started and not yet stored.", registry=r
+        )
         self.turn_seconds = Histogram(
             "chalie_turn_seconds",
             "Seconds from receipt of a message to its stored answer.",

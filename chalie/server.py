@@ -38,6 +38,8 @@ from chalie.tools.registry import ToolRegistry
 
 log = structlog.get_logger("chalie.server")
 
+CLOSE_TIMEOUT_S = 5.0
+
 
 class Server:
     def __init__(
@@ -163,13 +165,34 @@ class Server:
         await self._on_failure.wait()
         return self.failure or "unknown failure"
 
+    async def _let_turns_finish(self) -> None:
+        """Give turns in flight up to server.shutdown_grace_s to be stored. Their frames are in
+        the event log for a `resume` after the restart; a turn still running at the end is
+        closed with an error frame at the next start."""
+        grace = self.config.server.shutdown_grace_s
+        deadline = self.clock.monotonic() + grace
+
+        def in_flight() -> int:
+            return int(self.metrics.registry.get_sample_value("chalie_turns_in_flight") or 0)
+
+        while in_flight() > 0 and self.clock.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        left = in_flight()
+        if left:
+            log.warning("shutdown_with_turns_in_flight", turns=left, grace_s=grace)
+
     async def stop(self) -> None:
         if self._hub is not None:
             self._hub.stop_keepalive()
+            self._hub.close_all("server shutting down")
         if self._http is not None:
             self._http.stop()
-            await self._http.close_all_connections()
+            try:
+                await asyncio.wait_for(self._http.close_all_connections(), CLOSE_TIMEOUT_S)
+            except TimeoutError:
+                log.warning("connections_not_closed", timeout_s=CLOSE_TIMEOUT_S)
             self._http = None
+        await self._let_turns_finish()
         root = self._root
         if root is not None:
             self._root = None

@@ -164,6 +164,7 @@ class Session(ApprovalsMixin, CompactionMixin):
             return
         request = self._inbox.popleft()
         d = self._deps
+        d.metrics.turns_in_flight.inc()
         turn_id = uuid.uuid4().hex
         structlog.contextvars.bind_contextvars(turn_id=turn_id)
         action = isinstance(request, ActionRequest)
@@ -362,6 +363,7 @@ class Session(ApprovalsMixin, CompactionMixin):
 
     def _on_stored(self, message: TurnStored | TurnStoreFailed) -> None:
         turn_id = message.turn_id
+        self._deps.metrics.turns_in_flight.dec()
         if isinstance(message, TurnStoreFailed):
             self._emit(Error(message=f"the answer could not be stored: {message.error}",
                              recoverable=True, exchange_id=turn_id),

@@ -12,6 +12,7 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Any
 
 import apsw
@@ -76,6 +77,12 @@ class SessionBase(SupervisedActor, abc.ABC):
             now_text=now, state=checkpoint.text if checkpoint else "",
         )
         return loop, upto
+
+    def on_failure(self, exception_type: type[BaseException] | None,
+                   exception_value: BaseException | None, traceback: TracebackType | None) -> None:
+        if self._turn is not None or self._storing is not None:
+            self._deps.metrics.turns_in_flight.dec()  # the turn dies with this instance
+        super().on_failure(exception_type, exception_value, traceback)
 
     # -- hooks between the parts --
 

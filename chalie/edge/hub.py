@@ -22,6 +22,8 @@ log = structlog.get_logger("chalie.edge")
 class Sink(Protocol):
     def send_frame(self, seq: int, frame: str, *, again: bool = False) -> None: ...
 
+    def close(self, code: int | None = None, reason: str | None = None) -> None: ...
+
     def keepalive(self, max_misses: int) -> None:
         """Send a ping, or close the socket if `max_misses` pings went unanswered."""
         ...
@@ -43,6 +45,12 @@ class SocketHub:
             sinks.discard(sink)
             if not sinks:
                 del self._sockets[channel]
+
+    def close_all(self, reason: str) -> None:
+        """Close every socket with 1001 (going away); clients reconnect and resume."""
+        for sinks in list(self._sockets.values()):
+            for sink in list(sinks):
+                sink.close(1001, reason)
 
     def count(self) -> int:
         return sum(len(s) for s in self._sockets.values())

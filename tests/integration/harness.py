@@ -4,6 +4,7 @@ as a subprocess, and a WebSocket client that logs in like a user's client does."
 from __future__ import annotations
 
 import json
+import logging
 import os
 import queue
 import signal
@@ -23,6 +24,8 @@ import websocket
 from tests.conftest import write_config
 
 ROOT = Path(__file__).resolve().parents[2]
+# websocket-client logs a server's normal close (1001 "going away") at ERROR; it is not one.
+logging.getLogger("websocket").setLevel(logging.CRITICAL)
 WAIT_S = 20.0  # generous upper bound for anything to happen; tests never sleep this long
 
 
@@ -200,6 +203,10 @@ class ServerProcess:
         assert self.proc is not None
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
+        return self._reap()
+
+    def wait(self) -> int:
+        """Wait for the process to exit on its own; returns the exit code."""
         return self._reap()
 
     def _reap(self) -> int:

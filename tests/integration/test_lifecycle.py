@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -14,7 +15,14 @@ import httpx
 import pytest
 
 from tests.conftest import write_config
-from tests.integration.harness import ROOT, Reply, ServerProcess, StubLlm, completion
+from tests.integration.harness import (
+    ROOT,
+    Reply,
+    ServerProcess,
+    StubLlm,
+    completion,
+    wait_for,
+)
 
 
 def db_rows(path: Path, sql: str, *params: object) -> list[tuple[object, ...]]:
@@ -80,6 +88,32 @@ def test_sigterm_stops_the_server_cleanly(tmp_path: Path, llm: StubLlm) -> None:
     assert server.stop() == 0
     assert server.errors() == []
     assert any(e.get("event") == "stopped" for e in server.log_events())
+
+
+def test_sigterm_lets_a_turn_in_flight_finish_and_store(tmp_path: Path, llm: StubLlm) -> None:
+    """A turn running at SIGTERM is given server.shutdown_grace_s to be stored; resume shows it."""
+    server = ServerProcess(tmp_path, llm).start()
+    held = threading.Event()
+    llm.queue(Reply(completion("finished in time"), hold=held))
+    client = server.connect()
+    client.send({"type": "chat", "text": "slow"})
+    assert client.recv()["type"] == "status"
+    server.proc.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
+    wait_for(lambda: any('"ws_closed"' in ln for ln in server.lines))  # shutdown has begun
+    held.set()
+    assert server.wait() == 0
+    assert db_rows(server.db_path, "SELECT user_text, response_text FROM turns") == [
+        ("slow", "finished in time")
+    ]
+    after = ServerProcess(tmp_path, llm).start()
+    try:
+        replay = after.connect()
+        replay.send({"type": "resume", "last_seq": 1})
+        assert [f["type"] for f in replay.recv_until(lambda f: f["type"] == "done")] == [
+            "message", "done"
+        ]
+    finally:
+        after.kill()
 
 
 def test_a_generated_password_is_printed_once_and_works(tmp_path: Path, llm: StubLlm) -> None:
