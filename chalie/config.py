@@ -38,6 +38,7 @@ class StoreConfig(_Section, frozen=True):
     synchronous: Literal["FULL", "NORMAL"]
     busy_timeout_ms: int
     events_kept: int
+    reply_timeout_s: float
 
 
 class AuthConfig(_Section, frozen=True):
@@ -110,6 +111,7 @@ _POSITIVE = {
     "act.timeout_s", "act.workers", "act.max_tool_result_chars", "supervisor.max_restarts",
     "supervisor.within_s", "server.ping_interval_s", "server.ping_misses",
     "act.compaction_threshold", "act.approval_timeout_s", "auth.max_failures", "auth.lockout_s",
+    "store.reply_timeout_s",
 }
 _NON_NEGATIVE = {
     "llm.retries", "llm.retry_backoff_s", "act.history_turns", "supervisor.backoff_initial_s",

@@ -96,6 +96,7 @@ class Server:
             prompts=self.prompts,
             act=self.config.act,
             llm=self.config.llm,
+            store=self.config.store,
             read=readers.get,
             clock=self.clock,
             pool=self._pool,

@@ -360,9 +360,16 @@ class Session(ApprovalsMixin, CompactionMixin):
         self._turn = None
         self._storing = (turn.id, turn.client_id)
         self._to_writer(CommitTurn(record, frames, turn.request.received_at))
+        # If the writer never answers (it crashed holding this turn), do not wait forever.
+        wait = d.store.reply_timeout_s
+        self._storing_timer = d.clock.call_later(wait, lambda: self._tell_self(
+            TurnStoreFailed(turn.id, f"the store did not confirm within {wait:g}s")))
 
     def _on_stored(self, message: TurnStored | TurnStoreFailed) -> None:
         turn_id = message.turn_id
+        if self._storing_timer is not None:
+            self._storing_timer.cancel()
+            self._storing_timer = None
         self._deps.metrics.turns_in_flight.dec()
         if isinstance(message, TurnStoreFailed):
             self._emit(Error(message=f"the answer could not be stored: {message.error}",

@@ -25,7 +25,7 @@ from chalie.actors.supervisor import Directory, Link, SupervisedActor
 from chalie.actors.turn import Turn
 from chalie.actors.work import Work
 from chalie.clock import Clock, Timer
-from chalie.config import ActConfig, LlmConfig
+from chalie.config import ActConfig, LlmConfig, StoreConfig
 from chalie.frames import Frame, Stage, Status
 from chalie.llm.types import LlmProvider, ToolCall
 from chalie.metrics import Metrics
@@ -42,6 +42,7 @@ class SessionDeps:
     prompts: Prompts
     act: ActConfig
     llm: LlmConfig
+    store: StoreConfig
     read: Callable[[], apsw.Connection]
     clock: Clock
     pool: Executor
@@ -57,6 +58,7 @@ class SessionBase(SupervisedActor, abc.ABC):
         self._inbox: deque[UserMessage | ActionRequest] = deque()
         self._turn: Turn | None = None
         self._storing: tuple[str, str | None] | None = None  # (turn id, client id) being stored
+        self._storing_timer: Timer | None = None
         self._backstop_running = False
         self._work = Work(deps.pool, deps.provider, deps.metrics)
 

@@ -150,9 +150,10 @@ class StoreWriter(SupervisedActor):
                         continue
                     stored.append((record.channel, rows, record))
                 self._prune(seqs)
-        except apsw.Error as e:  # the transaction itself failed: nothing of the batch is stored
-            log.error("batch_not_stored", error=str(e), messages=len(batch))
-            refused += [(i.record, str(e)) for i in batch if isinstance(i, CommitTurn)]
+        except Exception as e:  # the transaction itself failed: nothing of the batch is stored
+            log.exception("batch_not_stored", messages=len(batch))
+            refused += [(i.record, f"the store failed: {e}") for i in batch
+                        if isinstance(i, CommitTurn)]
             stored = []
         else:
             self._seqs = seqs

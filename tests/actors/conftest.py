@@ -393,6 +393,7 @@ def start_tree(make_config: Any, clock: WatchedClock) -> Iterator[Callable[..., 
         threaded: bool = False,
         act: dict[str, Any] | None = None,
         llm: dict[str, Any] | None = None,
+        store: dict[str, Any] | None = None,
         confirm: tuple[str, ...] = (),
         block: tuple[str, ...] = (),
         pool: Executor | None = None,
@@ -400,14 +401,16 @@ def start_tree(make_config: Any, clock: WatchedClock) -> Iterator[Callable[..., 
         """`confirm`/`block` are the registry's tools.confirm/tools.block; `pool` replaces the
         worker pool (`threaded` picks a real one of 4 threads, otherwise jobs run inline)."""
         config = make_config(
-            act=act or {}, llm=llm or {},
+            act=act or {}, llm=llm or {}, store=store or {},
             supervisor={"backoff_initial_s": 1.0, "backoff_max_s": 8.0},
         )
-        store = config.store
+        store_config = config.store
         db.open_writer(
-            store.path, busy_timeout_ms=store.busy_timeout_ms, synchronous=store.synchronous
+            store_config.path, busy_timeout_ms=store_config.busy_timeout_ms,
+            synchronous=store_config.synchronous,
         ).close()
-        readers = db.Readers(db.db_path(store.path), busy_timeout_ms=store.busy_timeout_ms)
+        readers = db.Readers(db.db_path(store_config.path),
+                             busy_timeout_ms=store_config.busy_timeout_ms)
         if pool is None:
             pool = ThreadPoolExecutor(4) if threaded else InlineExecutor()
         outbox, metrics, directory = FakeOutbox(), Metrics(), Directory()
@@ -418,6 +421,7 @@ def start_tree(make_config: Any, clock: WatchedClock) -> Iterator[Callable[..., 
             prompts=Prompts.load(),
             act=config.act,
             llm=config.llm,
+            store=config.store,
             read=wrap_read(readers.get) if wrap_read else readers.get,
             clock=clock,
             pool=pool,
@@ -430,7 +434,7 @@ def start_tree(make_config: Any, clock: WatchedClock) -> Iterator[Callable[..., 
         }
 
         def start_writer(link: Link) -> pykka.ActorRef[Any]:
-            return StoreWriter.start(link, config=store, outbox=outbox, clock=clock,
+            return StoreWriter.start(link, config=store_config, outbox=outbox, clock=clock,
                                      directory=directory, metrics=metrics)
 
         def start_session(link: Link, channel: str) -> pykka.ActorRef[Any]:

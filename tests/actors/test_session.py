@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
-from chalie.actors.messages import FrameRejected
+from chalie.actors.messages import CommitTurn, FrameRejected
 from chalie.actors.store_writer import INTERRUPTED
 from chalie.llm.scripted import ScriptCall, ScriptedProvider, ScriptStep, ScriptUsage
 from chalie.llm.types import ToolSpec
 from chalie.store.effects import RememberFact
 from chalie.tools.base import ToolContext, ToolOutcome
-from tests.actors.conftest import BlockingProvider, Read
+from tests.actors.conftest import BlockingProvider, Read, RecorderActor, Recording
 
 REMEMBER = ScriptCall("memory", {"action": "remember", "key": "Favourite colour", "value": "green"})
 
@@ -280,3 +280,31 @@ def test_turn_whose_answer_cannot_be_stored_still_ends_with_done(start_tree: Any
         "AttributeError(\"'NoneType' object has no attribute 'casefold'\")"
     )
     assert [f["type"] for f in first] == ["status", "act_narration", "error", "done"]
+
+
+def test_a_turn_the_store_never_confirms_ends_with_an_error_after_the_reply_timeout(
+    start_tree: Any,
+) -> None:
+    """If the writer never answers a CommitTurn, the Session reports it after
+    store.reply_timeout_s instead of waiting forever, and takes the next message."""
+    tree = start_tree(ScriptedProvider([answer("Lost."), answer("Found.")]),
+                      store={"reply_timeout_s": 30.0})
+    swallowed = Recording()
+    writer = tree.directory.get("store_writer")
+    tree.directory.set("store_writer", RecorderActor.start(swallowed))  # a writer that never acks
+    tree.chat("hello?")
+    swallowed.wait_for(lambda xs: any(isinstance(x, CommitTurn) for x in xs), "the commit")
+    tree.directory.set("store_writer", writer)
+    tree.clock.advance(30.0)
+    frames = tree.outbox.wait_for_type("done")
+    exchange = next(x for x in swallowed.items if isinstance(x, CommitTurn)).record.id
+    assert frames == [
+        {"type": "error", "seq": 1, "recoverable": True, "exchange_id": exchange,
+         "metrics": None,
+         "message": "the answer could not be stored: the store did not confirm within 30s"},
+        {"type": "done", "seq": 2, "duration_ms": 0, "exchange_id": exchange},
+    ]
+    tree.chat("again")
+    assert tree.outbox.wait_for_type("done", 2)[-2]["blocks"] == [
+        {"type": "text", "text": "Found."}
+    ]
