@@ -18,6 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import apsw
 import httpx
 import websocket
 
@@ -274,6 +275,15 @@ class Client:
     def close(self) -> None:
         self.ws.close(timeout=1)
         self.ws.shutdown()  # close() leaves the socket open when the server closed first
+
+
+def db_rows(path: Path, sql: str, *params: object) -> list[tuple[Any, ...]]:
+    """Rows from the server's database on a connection of the test's own: what is on disk."""
+    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        return list(conn.execute(sql, params))
+    finally:
+        conn.close()
 
 
 def wait_for(condition: Callable[[], bool], timeout: float = WAIT_S) -> None:

@@ -5,20 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import apsw
 import httpx
 
-from tests.integration.harness import Reply, ServerProcess, StubLlm, completion
+from tests.integration.harness import Reply, ServerProcess, StubLlm, completion, db_rows
 
 REMEMBER = json.dumps({"action": "remember", "key": "favourite colour", "value": "teal"})
 
-
-def rows(db_path: object, sql: str, *params: object) -> list[tuple[object, ...]]:
-    conn = apsw.Connection(str(db_path), flags=apsw.SQLITE_OPEN_READONLY)
-    try:
-        return list(conn.execute(sql, params))
-    finally:
-        conn.close()
 
 
 def test_health_answers_without_login(server: ServerProcess) -> None:
@@ -73,13 +65,13 @@ def test_the_turn_is_stored_with_its_tool_calls_and_the_fact(
     llm.queue(completion(tool_calls=[("memory", REMEMBER)]), completion("Noted."))
     frames = server.connect().turn("My favourite colour is teal")
     turn_id = frames[-1]["exchange_id"]
-    assert rows(server.db_path, "SELECT user_text, response_text, outcome FROM turns "
+    assert db_rows(server.db_path, "SELECT user_text, response_text, outcome FROM turns "
                 "WHERE id = ?", turn_id) == [("My favourite colour is teal", "Noted.", "answered")]
-    assert rows(server.db_path, "SELECT name, is_error FROM tool_calls WHERE turn_id = ?",
+    assert db_rows(server.db_path, "SELECT name, is_error FROM tool_calls WHERE turn_id = ?",
                 turn_id) == [("memory", 0)]
-    assert rows(server.db_path, "SELECT role FROM transcript WHERE turn_id = ? ORDER BY id",
+    assert db_rows(server.db_path, "SELECT role FROM transcript WHERE turn_id = ? ORDER BY id",
                 turn_id) == [("user",), ("assistant",)]
-    assert rows(server.db_path, "SELECT key, value FROM knowledge") == [
+    assert db_rows(server.db_path, "SELECT key, value FROM knowledge") == [
         ("favourite colour", "teal")
     ]
 
@@ -201,7 +193,7 @@ def test_an_llm_error_gives_a_recoverable_error_frame_and_the_next_turn_works(
     assert "500" in frames[1]["message"]
     assert frames[1]["metrics"]["tokens_total"] == 0
     assert client.turn("again")[-2]["type"] == "message"
-    assert rows(server.db_path, "SELECT outcome FROM turns ORDER BY started_at") == [
+    assert db_rows(server.db_path, "SELECT outcome FROM turns ORDER BY started_at") == [
         ("error",), ("answered",)
     ]
 

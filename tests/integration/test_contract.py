@@ -7,21 +7,20 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import apsw
 import pytest
 import websocket
 
-from tests.integration.harness import Reply, ServerProcess, StubLlm, completion, wait_for
+from tests.integration.harness import (
+    Reply,
+    ServerProcess,
+    StubLlm,
+    completion,
+    db_rows,
+    wait_for,
+)
 
 REMEMBER = json.dumps({"action": "remember", "key": "city", "value": "Lyon"})
 
-
-def rows(path: Path, sql: str, *params: object) -> list[tuple[Any, ...]]:
-    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
-    try:
-        return list(conn.execute(sql, params))
-    finally:
-        conn.close()
 
 
 def user_prompt(request: dict[str, Any]) -> str:
@@ -128,7 +127,7 @@ def test_a_repeated_client_id_starts_no_second_turn(server: ServerProcess, llm: 
     again.send({"type": "chat", "text": "only once", "client_id": "msg-1"})
     assert again.recv_until(lambda f: f["type"] == "done") == frames
     assert len(llm.requests) == 1
-    assert rows(server.db_path, "SELECT count(*) FROM turns") == [(1,)]
+    assert db_rows(server.db_path, "SELECT count(*) FROM turns") == [(1,)]
 
 
 # --- steering -------------------------------------------------------------------------------------
@@ -152,12 +151,12 @@ def test_steering_reaches_the_next_llm_request_and_drops_unseen_calls(
     assert "MID-TURN STEERING" in steered
     assert "Actually it is Paris, not Lyon" in steered
     assert "not run: the person sent new instructions first" in steered
-    assert rows(server.db_path, "SELECT count(*) FROM knowledge") == [(0,)]
+    assert db_rows(server.db_path, "SELECT count(*) FROM knowledge") == [(0,)]
     turn = frames[-1]["exchange_id"]
-    assert rows(server.db_path, "SELECT text FROM steering WHERE turn_id = ?", turn) == [
+    assert db_rows(server.db_path, "SELECT text FROM steering WHERE turn_id = ?", turn) == [
         ("Actually it is Paris, not Lyon",)
     ]
-    assert rows(server.db_path, "SELECT name, ran FROM tool_calls WHERE turn_id = ?", turn) == [
+    assert db_rows(server.db_path, "SELECT name, ran FROM tool_calls WHERE turn_id = ?", turn) == [
         ("memory", 0)
     ]
 
@@ -211,13 +210,13 @@ def test_a_confirm_tool_waits_for_the_persons_decision(
         escalation = frames[-1]
         assert escalation["tool"] == "memory"
         assert json.loads(escalation["args"])["value"] == "Lyon"
-        assert rows(server.db_path, "SELECT count(*) FROM knowledge") == [(0,)]
+        assert db_rows(server.db_path, "SELECT count(*) FROM knowledge") == [(0,)]
         answer = {"skill": "approval",
                   "params": {"approval_id": escalation["approval_id"], "approve": approve}}
         client.send({"type": "action", "payload": answer})
         rest = client.recv_until(lambda f: f["type"] == "done")
         assert rest[-2]["type"] == "message"
-        facts = rows(server.db_path, "SELECT value FROM knowledge")
+        facts = db_rows(server.db_path, "SELECT value FROM knowledge")
         assert facts == ([("Lyon",)] if approve else [])
         if not approve:
             assert "not run: the person denied it" in user_prompt(llm.requests[1])
@@ -237,9 +236,9 @@ def test_a_small_context_window_compacts_and_keeps_answering(
         for n in range(6):
             frames = client.turn(f"story part {n}: " + "the quick brown fox jumps " * 40)
             assert frames[-2]["type"] == "message"
-        stages = {s for (s,) in rows(server.db_path, "SELECT stage FROM compactions")}
+        stages = {s for (s,) in db_rows(server.db_path, "SELECT stage FROM compactions")}
         assert stages & {"restart", "backstop"}
-        checkpoints = rows(server.db_path, "SELECT count(*) FROM checkpoints")
+        checkpoints = db_rows(server.db_path, "SELECT count(*) FROM checkpoints")
         assert checkpoints[0][0] >= 1
         assert any("# Current State" in user_prompt(r) and "(none yet)" not in user_prompt(r)
                    for r in llm.requests)

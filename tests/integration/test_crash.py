@@ -11,21 +11,13 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import apsw
 import websocket
 
-from tests.integration.harness import ServerProcess, StubLlm, completion
+from tests.integration.harness import ServerProcess, StubLlm, completion, db_rows
 
 KILLS = int(os.environ.get("CHALIE_CRASH_KILLS", "20"))
 SEED = int(os.environ.get("CHALIE_CRASH_SEED", "20261122"))
 
-
-def query(path: Path, sql: str, *params: object) -> list[tuple[Any, ...]]:
-    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
-    try:
-        return list(conn.execute(sql, params))
-    finally:
-        conn.close()
 
 
 def answer_with_tool(n: int) -> list[dict[str, Any]]:
@@ -65,15 +57,15 @@ def stream_turns(server: ServerProcess, llm: StubLlm, start: int, seen: dict[str
 
 
 def assert_consistent(db: Path, seen: dict[str, str]) -> None:
-    assert query(db, "PRAGMA integrity_check") == [("ok",)]
-    stored = dict(query(db, "SELECT id, response_text FROM turns WHERE outcome = 'answered'"))
+    assert db_rows(db, "PRAGMA integrity_check") == [("ok",)]
+    stored = dict(db_rows(db, "SELECT id, response_text FROM turns WHERE outcome = 'answered'"))
     for exchange, text in seen.items():
         assert stored.get(exchange) == text, f"turn {exchange} was answered but is not stored"
-    for (turn_id, outcome, response) in query(db, "SELECT id, outcome, response_text FROM turns"):
-        roles = [r for (r,) in query(db, "SELECT role FROM transcript WHERE turn_id = ? "
+    for (turn_id, outcome, response) in db_rows(db, "SELECT id, outcome, response_text FROM turns"):
+        roles = [r for (r,) in db_rows(db, "SELECT role FROM transcript WHERE turn_id = ? "
                                           "ORDER BY id", turn_id)]
         assert roles == (["user", "assistant"] if response else ["user"]), turn_id
-        logged = [t for (t,) in query(db, "SELECT type FROM events WHERE exchange_id = ? "
+        logged = [t for (t,) in db_rows(db, "SELECT type FROM events WHERE exchange_id = ? "
                                           "ORDER BY seq", turn_id)]
         if logged[:1] == ["status"]:  # older exchanges are pruned from the log, oldest first
             closing = [t for t in logged if t in ("message", "error", "done")]
@@ -81,14 +73,14 @@ def assert_consistent(db: Path, seen: dict[str, str]) -> None:
                                ["error", "done"])
         if outcome == "answered":
             n = int(str(response).split()[-1])
-            assert query(db, "SELECT value FROM knowledge WHERE key = ?", f"fact {n}") == [
+            assert db_rows(db, "SELECT value FROM knowledge WHERE key = ?", f"fact {n}") == [
                 (f"value {n}",)
             ]
-            assert query(db, "SELECT count(*) FROM tool_calls WHERE turn_id = ?", turn_id) == [
+            assert db_rows(db, "SELECT count(*) FROM tool_calls WHERE turn_id = ?", turn_id) == [
                 (1,)
             ]
     # A frame logged for an exchange with a message has its turn row: the two commit together.
-    for (exchange,) in query(db, "SELECT exchange_id FROM events WHERE type = 'message'"):
+    for (exchange,) in db_rows(db, "SELECT exchange_id FROM events WHERE type = 'message'"):
         assert exchange in stored
 
 
@@ -103,7 +95,7 @@ def test_kill_9_at_random_points_loses_no_answered_turn(tmp_path: Path, llm: Stu
             # Resume works after every crash: the whole log replays in order from seq 0.
             client = server.connect()
             client.send({"type": "resume", "last_seq": 0})
-            last = query(server.db_path, "SELECT max(seq) FROM events WHERE channel = 'main'")
+            last = db_rows(server.db_path, "SELECT max(seq) FROM events WHERE channel = 'main'")
             replay = client.recv_until(lambda f, end=last[0][0]: f["seq"] == end)
             assert [f["seq"] for f in replay] == list(range(replay[0]["seq"], last[0][0] + 1))
             client.close()

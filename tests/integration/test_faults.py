@@ -7,18 +7,13 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import apsw
 import pytest
 
-from tests.integration.harness import Reply, ServerProcess, StubLlm, completion
+from tests.integration.harness import Reply, ServerProcess, StubLlm, completion, db_rows
 
 
 def turns(path: Path) -> list[tuple[Any, ...]]:
-    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
-    try:
-        return list(conn.execute("SELECT user_text, outcome FROM turns ORDER BY started_at"))
-    finally:
-        conn.close()
+    return db_rows(path, "SELECT user_text, outcome FROM turns ORDER BY started_at")
 
 
 FAULTS = {

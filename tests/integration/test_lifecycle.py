@@ -10,7 +10,6 @@ import sys
 import threading
 from pathlib import Path
 
-import apsw
 import httpx
 import pytest
 
@@ -21,16 +20,9 @@ from tests.integration.harness import (
     ServerProcess,
     StubLlm,
     completion,
+    db_rows,
     wait_for,
 )
-
-
-def db_rows(path: Path, sql: str, *params: object) -> list[tuple[object, ...]]:
-    conn = apsw.Connection(str(path))
-    try:
-        return list(conn.execute(sql, params))
-    finally:
-        conn.close()
 
 
 def test_a_turn_survives_kill_9_sent_right_after_its_message_frame(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,13 +14,6 @@ from chalie.store.effects import Effect, ForgetFact, RememberFact
 from chalie.tools.base import ToolContext, ToolOutcome
 from chalie.tools.memory import ForgetTool, MemoryTool
 from tests.tools.test_memory import store
-
-
-@pytest.fixture
-def writer(tmp_path: Path) -> Iterator[apsw.Connection]:
-    conn = db.open_writer(tmp_path / "data", busy_timeout_ms=2000, synchronous="FULL")
-    yield conn
-    conn.close()
 
 
 @pytest.fixture

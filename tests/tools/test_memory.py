@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,13 +13,6 @@ from chalie.store import db, writes
 from chalie.store.effects import RememberFact
 from chalie.tools.base import ToolContext, ToolOutcome
 from chalie.tools.memory import MAX_KEY, MemoryTool
-
-
-@pytest.fixture
-def writer(tmp_path: Path) -> Iterator[apsw.Connection]:
-    conn = db.open_writer(tmp_path / "data", busy_timeout_ms=2000, synchronous="FULL")
-    yield conn
-    conn.close()
 
 
 @pytest.fixture
