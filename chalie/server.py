@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from tornado.ioloop import IOLoop
 
 from chalie.act.prompts import Prompts
 from chalie.actors.messages import Ping
+from chalie.actors.pool import WorkerPool
 from chalie.actors.session import Session, SessionDeps
 from chalie.actors.session_supervisor import SessionSupervisor
 from chalie.actors.store_writer import StoreWriter, close_interrupted_turns
@@ -62,7 +62,7 @@ class Server:
         self.failure: str | None = None
         self._root: pykka.ActorRef[Any] | None = None
         self._http: tornado.httpserver.HTTPServer | None = None
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool: WorkerPool | None = None
         self._on_failure: asyncio.Event | None = None
         self._hub: SocketHub | None = None
 
@@ -88,7 +88,7 @@ class Server:
         hub = SocketHub(loop)
         hub.start_keepalive(self.config.server.ping_interval_s, self.config.server.ping_misses)
         self._hub = hub
-        self._pool = ThreadPoolExecutor(self.config.act.workers, thread_name_prefix="chalie-work")
+        self._pool = WorkerPool(self.config.act.workers)
         deps = SessionDeps(
             provider=self.provider,
             tools=ToolRegistry([MemoryTool(), ForgetTool()], confirm=self.config.tools.confirm,

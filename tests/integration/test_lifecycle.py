@@ -108,6 +108,31 @@ def test_sigterm_lets_a_turn_in_flight_finish_and_store(tmp_path: Path, llm: Stu
         after.kill()
 
 
+def test_sigterm_does_not_wait_for_a_hung_llm_call(tmp_path: Path, llm: StubLlm) -> None:
+    """A turn stuck in an LLM call past the grace does not hold the process open; the next
+    start closes it with error + done."""
+    server = ServerProcess(tmp_path, llm, server={"shutdown_grace_s": 0.2}).start()
+    held = threading.Event()
+    llm.queue(Reply(completion("never"), hold=held))  # the stub holds it for 20 s
+    try:
+        client = server.connect()
+        client.send({"type": "chat", "text": "stuck"})
+        status = client.recv()
+        wait_for(lambda: len(llm.requests) == 1)
+        server.proc.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
+        assert server.proc.wait(10) == 0  # type: ignore[union-attr]
+    finally:
+        held.set()
+        server.kill()
+    after = ServerProcess(tmp_path, llm).start()
+    try:
+        closing = db_rows(after.db_path, "SELECT type FROM events WHERE exchange_id = ? "
+                                         "ORDER BY seq", status["exchange_id"])
+        assert closing == [("status",), ("error",), ("done",)]
+    finally:
+        after.kill()
+
+
 def test_a_generated_password_is_printed_once_and_works(tmp_path: Path, llm: StubLlm) -> None:
     """With no auth.password the first start prints a password; the second start does not."""
     first = ServerProcess(tmp_path, llm, password="").start()
