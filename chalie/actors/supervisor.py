@@ -102,6 +102,10 @@ class RestartPolicy:
 class SupervisedActor(pykka.ThreadingActor):
     """An actor that tells its supervisor when it dies. Subclasses put set-up in `started()`."""
 
+    # The tree is stopped explicitly at shutdown; an actor that does not stop in time must not
+    # keep the process alive (state that matters is in the store, committed atomically).
+    use_daemon_thread = True
+
     def __init__(self, link: Link | None) -> None:
         super().__init__()
         self._link = link
