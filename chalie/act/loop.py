@@ -117,8 +117,8 @@ class ActLoop:
             trail = f"{trail}\n\n{self._prompts.render('act_final')}"
         user = self._prompts.render(
             "act_user",
-            state=self.state or "(none yet)",
-            memory=self._memory or "(nothing relevant stored)",
+            state=self.state or self._prompts.fragment("state_empty"),
+            memory=self._memory or self._prompts.fragment("memory_empty"),
             history=self.render_history(),
             user_text=self.user_text,
             trail=trail,
@@ -139,7 +139,7 @@ class ActLoop:
         self._compacted = len(self.trail)
         text = self._prompts.render(
             "checkpoint",
-            state=self.state or "(none)",
+            state=self.state or self._prompts.fragment("checkpoint_state_empty"),
             history=self.render_history(),
             user_text=self.user_text,
             trail=self.render_trail(),
@@ -173,10 +173,15 @@ class ActLoop:
         return self._add(ToolRecord(self.iteration, call, self._clip(result), is_error,
                                     duration_ms, effects, approval))
 
-    def skip(self, call: ToolCall, reason: str, *, approval: str | None = None) -> ToolRecord:
-        """A call the model asked for that did not run; the model sees why."""
-        return self._add(ToolRecord(self.iteration, call, f"not run: {reason}", True, 0.0,
-                                    approval=approval, ran=False))
+    def skip(self, call: ToolCall, reason: str, *, approval: str | None = None,
+             **values: object) -> ToolRecord:
+        """A call the model asked for that did not run; the model sees why. `reason` names a
+        reason_* fragment, `values` fill its placeholders."""
+        text = self._prompts.fragment(
+            "not_run", reason=self._prompts.fragment(f"reason_{reason}", **values)
+        )
+        return self._add(ToolRecord(self.iteration, call, text, True, 0.0, approval=approval,
+                                    ran=False))
 
     def steer(self, text: str) -> None:
         note = SteeringNote(text, self.iteration)
@@ -187,8 +192,9 @@ class ActLoop:
     def seed_memory(self, memory: str) -> None:
         self._memory = memory
 
-    def note(self, text: str) -> None:
-        self.trail.append(Note(text))
+    def note(self, fragment: str, **values: object) -> None:
+        """A note of the loop's own in the trail, from a note_* fragment."""
+        self.trail.append(Note(self._prompts.fragment(f"note_{fragment}", **values)))
 
     # -- compaction --
 
@@ -201,15 +207,15 @@ class ActLoop:
     def apply_trail_summary(self, summary: str) -> None:
         """Stage 1: the summary replaces the items it covers; later ones (steering) stay."""
         later = self.trail[self._compacted:]
-        self.trail = [Note(f"Summary of your earlier work on this message:\n{summary}"), *later]
+        self.trail = [Note(self._prompts.fragment("note_trail_summary", summary=summary)),
+                      *later]
 
     def restart(self, checkpoint: str) -> None:
         """Stage 2: the checkpoint replaces history and trail; the loop starts at iteration 0."""
         later = self.trail[self._compacted:]
         self.state = checkpoint
         self.history = ()
-        self.trail = [Note("(The loop restarted after compaction: your earlier work on this "
-                           "message is summarised in Current State.)"), *later]
+        self.trail = [Note(self._prompts.fragment("note_restart")), *later]
         self.iteration = 0
         self.restarts += 1
         self._forced = False
@@ -228,24 +234,28 @@ class ActLoop:
         )
 
     def render_history(self) -> str:
+        f = self._prompts.fragment
         if not self.history:
-            return "(this is the start of the conversation)" if not self.state else "(none since)"
-        who = {"user": "Person", "assistant": "You"}
-        return "\n".join(f"{who.get(h.role, h.role)}: {h.text}" for h in self.history)
+            return f("history_none_since_state") if self.state else f("history_empty")
+        return "\n".join(
+            f("history_person" if h.role == "user" else "history_assistant", text=h.text)
+            for h in self.history
+        )
 
     def render_trail(self) -> str:
+        f = self._prompts.fragment
         if not self.trail:
-            return "(nothing yet)"
+            return f("trail_empty")
         blocks = []
         for n, item in enumerate(self.trail, 1):
             match item:
                 case ToolRecord(call=call, result=result):
-                    blocks.append(f"[{n}] {call.name} {call.raw_args or '{}'}\n-> {result}")
+                    blocks.append(f("trail_tool", n=n, name=call.name,
+                                    args=call.raw_args or "{}", result=result))
                 case SteeringNote(text=text):
-                    blocks.append(f"[{n}] MID-TURN STEERING from the person, sent while you were "
-                                  f"working; it takes precedence over the message above:\n{text}")
+                    blocks.append(f("trail_steering", n=n, text=text))
                 case Note(text=text):
-                    blocks.append(f"[{n}] {text}")
+                    blocks.append(f("trail_note", n=n, text=text))
         return "\n\n".join(blocks)
 
     # -- internals --

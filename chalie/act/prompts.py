@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 from string import Template
 
@@ -18,9 +19,26 @@ _EXPECTED: dict[str, frozenset[str]] = {
 }
 
 
+# fragments.toml key -> the placeholders its caller fills in
+_FRAGMENTS: dict[str, frozenset[str]] = {
+    "state_empty": frozenset(), "checkpoint_state_empty": frozenset(),
+    "memory_empty": frozenset(), "history_empty": frozenset(),
+    "history_none_since_state": frozenset(), "trail_empty": frozenset(),
+    "history_person": frozenset({"text"}), "history_assistant": frozenset({"text"}),
+    "trail_tool": frozenset({"n", "name", "args", "result"}),
+    "trail_steering": frozenset({"n", "text"}), "trail_note": frozenset({"n", "text"}),
+    "note_trail_summary": frozenset({"summary"}), "note_restart": frozenset(),
+    "note_draft_dropped": frozenset({"text"}), "not_run": frozenset({"reason"}),
+    "reason_steered": frozenset(), "reason_redirected": frozenset(),
+    "reason_denied": frozenset(), "reason_expired": frozenset({"seconds"}),
+    "reason_blocked": frozenset({"name"}),
+}
+
+
 class Prompts:
-    def __init__(self, templates: dict[str, Template]) -> None:
+    def __init__(self, templates: dict[str, Template], fragments: dict[str, Template]) -> None:
         self._templates = templates
+        self._fragments = fragments
 
     @classmethod
     def load(cls, directory: Path = PROMPTS) -> Prompts:
@@ -38,7 +56,32 @@ class Prompts:
                     f"allowed: {sorted(expected)}"
                 )
             templates[name] = template
-        return cls(templates)
+        return cls(templates, _load_fragments(directory / "fragments.toml"))
 
     def render(self, name: str, **values: str) -> str:
         return self._templates[name].substitute(values).strip()
+
+    def fragment(self, key: str, /, **values: object) -> str:
+        """A short piece of prompt text from fragments.toml."""
+        return self._fragments[key].substitute(values)
+
+
+def _load_fragments(path: Path) -> dict[str, Template]:
+    try:
+        with path.open("rb") as f:
+            raw = tomllib.load(f)
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise PromptError(f"cannot read prompt fragments {path}: {e}") from e
+    missing = sorted(set(_FRAGMENTS) - set(raw))
+    unknown = sorted(set(raw) - set(_FRAGMENTS))
+    if missing or unknown:
+        raise PromptError(f"{path}: missing fragments {missing}, unknown fragments {unknown}")
+    fragments = {}
+    for name, text in raw.items():
+        template = Template(str(text))
+        extra = set(template.get_identifiers()) - _FRAGMENTS[name]
+        if extra or not template.is_valid():
+            raise PromptError(f"{path}: fragment {name} uses unknown placeholders {sorted(extra)};"
+                              f" allowed: {sorted(_FRAGMENTS[name])}")
+        fragments[name] = template
+    return fragments

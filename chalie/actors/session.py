@@ -129,9 +129,9 @@ class Session(ApprovalsMixin, CompactionMixin):
         log.info("steering_received", phase=turn.phase, chars=len(text))
         turn.loop.steer(text)
         while turn.queued_calls:  # calls the model chose before it saw the steering
-            turn.loop.skip(turn.queued_calls.popleft(), "the person sent new instructions first")
+            turn.loop.skip(turn.queued_calls.popleft(), "steered")
         if turn.phase == "approval" and turn.approval is not None:
-            self._resolve_approval(turn.approval.id, False, reason="the person redirected instead")
+            self._resolve_approval(turn.approval.id, False, reason="redirected")
         elif turn.phase == "llm":
             turn.steered_in_flight = True
         # "tool" and "compacting": the next request, after the call returns, carries the steering.
@@ -245,10 +245,9 @@ class Session(ApprovalsMixin, CompactionMixin):
             # calls, and ask again with the steering in the trail.
             turn.loop.count(response)
             if response.text.strip():
-                turn.loop.note(f"Your draft answer before the steering (not sent): "
-                               f"{response.text.strip()}")
+                turn.loop.note("draft_dropped", text=response.text.strip())
             for call in response.tool_calls:
-                turn.loop.skip(call, "the person sent new instructions first")
+                turn.loop.skip(call, "steered")
             self._ask_llm()
             return
         step = turn.loop.absorb(response)
@@ -279,7 +278,7 @@ class Session(ApprovalsMixin, CompactionMixin):
             return
         danger = self._deps.tools.danger(call.name)
         if danger == "block":
-            turn.loop.skip(call, f"tool {call.name!r} is blocked by configuration")
+            turn.loop.skip(call, "blocked", name=call.name)
             self._next_call()
             return
         if danger == "confirm":

@@ -50,7 +50,8 @@ class ApprovalsMixin(SessionBase):
             self._resolve_approval(decision.approval_id, decision.approve)
 
     def _resolve_approval(self, approval_id: str, approved: bool | None, reason: str = "") -> None:
-        """approved: True runs the call; False (denied) or None (expired) tells the model no."""
+        """approved: True runs the call; False (denied) or None (expired) tells the model no;
+        `reason` names another reason_* fragment for the model."""
         turn = self._require_turn()
         pending = turn.approval
         if pending is None or pending.id != approval_id:
@@ -66,8 +67,12 @@ class ApprovalsMixin(SessionBase):
         if approved:
             self._run_tool(pending.call, approval="approved")
             return
-        why = reason or ("the person denied it" if approved is False else
-                         f"no approval within {d.act.approval_timeout_s:g}s")
-        turn.loop.skip(pending.call, why, approval=verdict)
+        if reason:
+            turn.loop.skip(pending.call, reason, approval=verdict)
+        elif approved is False:
+            turn.loop.skip(pending.call, "denied", approval=verdict)
+        else:
+            turn.loop.skip(pending.call, "expired", approval=verdict,
+                           seconds=f"{d.act.approval_timeout_s:g}")
         self._next_call()
 

@@ -76,7 +76,7 @@ def test_a_skipped_call_tells_the_model_why_and_is_not_counted() -> None:
     """A call that did not run shows "not run: <reason>" in the trail and no tool count."""
     loop = make_loop()
     loop.absorb(reply("", tool_call()))
-    skipped = loop.skip(tool_call(), SKIPPED)
+    skipped = loop.skip(tool_call(), "steered")
     assert (skipped.result, skipped.ran, skipped.is_error) == (f"not run: {SKIPPED}", False, True)
     assert loop.records == [skipped]
     assert f"[1] memory {RECALL}\n-> not run: {SKIPPED}" in user_message(loop.request())
@@ -88,7 +88,7 @@ def test_skipped_calls_do_not_count_toward_the_repeat_rule() -> None:
     """Only calls that ran count as repeats: run, skip, run, then the fourth ask is refused."""
     loop = make_loop(max_iterations=10)
     run_tools(loop, loop.absorb(reply("", tool_call())))
-    loop.skip(tool_call(), SKIPPED)
+    loop.skip(tool_call(), "steered")
     step = loop.absorb(reply("", tool_call()))
     assert step == Calls((tool_call(),))
     assert loop.answer_forced is False
@@ -101,7 +101,7 @@ def test_skipped_calls_do_not_count_toward_the_repeat_rule() -> None:
 def test_a_loop_note_appears_in_the_trail() -> None:
     """A note the loop adds (such as a dropped draft) is shown to the model as a trail item."""
     loop = make_loop()
-    loop.note("Your draft answer before the steering (not sent): Rex.")
+    loop.note("draft_dropped", text="Rex.")
     text = user_message(loop.request())
     assert text.endswith("[1] Your draft answer before the steering (not sent): Rex.")
 

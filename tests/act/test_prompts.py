@@ -68,3 +68,24 @@ def test_edited_prompt_directory_is_used(prompt_dir: Path) -> None:
     """A person's edited prompt text is what gets rendered."""
     (prompt_dir / "act_final.md").write_text("Answer now, no tools. It costs $$5.\n")
     assert Prompts.load(prompt_dir).render("act_final") == "Answer now, no tools. It costs $5."
+
+
+def test_fragments_with_a_missing_key_or_unknown_placeholder_fail_at_load(prompt_dir: Path) -> None:
+    """fragments.toml is checked whole at start-up: every key present, only known placeholders."""
+    path = prompt_dir / "fragments.toml"
+    original = path.read_text()
+    path.write_text(original.replace('trail_empty = "(nothing yet)"\n', ""))
+    with pytest.raises(PromptError, match=r"missing fragments \['trail_empty'\]"):
+        Prompts.load(prompt_dir)
+    path.write_text(original.replace('"not run: $reason"', '"not run: $why"'))
+    with pytest.raises(PromptError, match=r"fragment not_run uses unknown placeholders \['why'\]"):
+        Prompts.load(prompt_dir)
+
+
+def test_fragments_render_with_their_values() -> None:
+    """A fragment fills its placeholders; one named like the key parameter still works."""
+    prompts = Prompts.load()
+    assert prompts.fragment("reason_blocked", name="memory") == (
+        "tool 'memory' is blocked by configuration"
+    )
+    assert prompts.fragment("not_run", reason="x") == "not run: x"
