@@ -10,6 +10,7 @@ import msgspec
 
 from chalie.clock import Clock
 from chalie.llm.types import ToolSpec
+from chalie.paths import PROMPTS
 from chalie.store.effects import Effect
 
 # safe: runs at once; confirm: the person approves first; block: never runs.
@@ -40,6 +41,11 @@ class Tool(Protocol):
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
         """Do the work. Raise nothing on purpose: a bad argument is an error outcome."""
         ...
+
+
+def tool_description(name: str) -> str:
+    """What the model is told a tool does: prompts/tools/<name>.md."""
+    return (PROMPTS / "tools" / f"{name}.md").read_text(encoding="utf-8").strip()
 
 
 def tool_error(text: str) -> ToolOutcome:

@@ -11,7 +11,7 @@ from typing import Any
 from chalie.llm.types import ToolSpec
 from chalie.store.effects import ForgetFact, RememberFact
 from chalie.store.queries import current_facts, has_current_fact
-from chalie.tools.base import Danger, ToolContext, ToolOutcome, tool_error
+from chalie.tools.base import Danger, ToolContext, ToolOutcome, tool_description, tool_error
 
 MAX_KEY = 200
 MAX_VALUE = 4000
@@ -26,12 +26,7 @@ class MemoryTool:
     danger: Danger = "safe"
     spec = ToolSpec(
         name="memory",
-        description=(
-            "Long-term memory of facts about the person and their world. "
-            "action=remember stores `value` under a short `key` (a newer value for the same key "
-            "replaces the old one); action=recall returns the stored facts whose key or value "
-            "contains `query` (an empty query lists the most recent facts)."
-        ),
+        description=tool_description("memory"),
         parameters={
             "type": "object",
             "properties": {
@@ -93,7 +88,7 @@ class ForgetTool:
     danger: Danger = "confirm"
     spec = ToolSpec(
         name="forget",
-        description="Forget the stored fact under `key` (as shown by memory recall).",
+        description=tool_description("forget"),
         parameters={
             "type": "object",
             "properties": {"key": {"type": "string", "description": "the fact's key"}},
