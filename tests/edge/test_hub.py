@@ -1,0 +1,75 @@
+"""The socket hub: frames pushed from any thread reach every socket of their channel, in order,
+on the IOLoop; keepalive and shutdown reach every socket."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from tornado.ioloop import IOLoop
+
+from chalie.edge.hub import SocketHub
+from chalie.frames import Status, encode_frame
+
+
+class FakeSocket:
+    def __init__(self) -> None:
+        self.sent: list[tuple[int, bool]] = []
+        self.pinged: list[int] = []
+        self.closed: tuple[int | None, str | None] | None = None
+        self.thread: str | None = None
+
+    def send_frame(self, seq: int, frame: str, *, again: bool = False) -> None:
+        self.thread = threading.current_thread().name
+        self.sent.append((seq, again))
+
+    def keepalive(self, max_misses: int) -> None:
+        self.pinged.append(max_misses)
+
+    def close(self, code: int | None = None, reason: str | None = None) -> None:
+        self.closed = (code, reason)
+
+
+def frame(seq: int) -> str:
+    return encode_frame(Status(stage="processing", exchange_id="x"), seq)
+
+
+def test_a_push_from_another_thread_reaches_every_socket_of_its_channel_on_the_loop() -> None:
+    """Two tabs on `main` get both frames in order, on the IOLoop's thread; `work` gets none."""
+    tab_a, tab_b, other = FakeSocket(), FakeSocket(), FakeSocket()
+
+    async def scenario() -> None:
+        hub = SocketHub(IOLoop.current())
+        hub.register("main", tab_a)
+        hub.register("main", tab_b)
+        hub.register("work", other)
+        pusher = threading.Thread(target=hub.push, args=("main", [frame(1), frame(2)]),
+                                  kwargs={"again": True})
+        pusher.start()
+        pusher.join()
+        await asyncio.sleep(0)  # one pass of the loop runs the callback the push added
+        assert hub.count() == 3
+
+    IOLoop.current().run_sync(scenario)
+    assert tab_a.sent == tab_b.sent == [(1, True), (2, True)]
+    assert tab_a.thread == threading.current_thread().name
+    assert other.sent == []
+
+
+def test_keepalive_and_shutdown_reach_every_socket_and_unregistered_ones_are_gone() -> None:
+    """keepalive asks each socket to ping; close_all closes each with 1001."""
+    kept, gone = FakeSocket(), FakeSocket()
+
+    async def scenario() -> None:
+        hub = SocketHub(IOLoop.current())
+        hub.register("main", kept)
+        hub.register("main", gone)
+        hub.unregister("main", gone)
+        hub.keepalive(2)
+        hub.close_all("server shutting down")
+        assert hub.count() == 1
+
+    IOLoop.current().run_sync(scenario)
+    assert (kept.pinged, gone.pinged) == ([2], [])
+    assert kept.closed == (1001, "server shutting down")
+    assert gone.closed is None
