@@ -1,8 +1,9 @@
 """Shared helpers of the benchmarks: percentiles, the one JSON line, the machine, peak RSS.
 
-Importing this module puts the repository root on sys.path (so `chalie` and
-`tests.integration.harness` import from the checkout) and sends every log record of the
-benchmark process itself to stderr: stdout carries exactly one JSON line per benchmark.
+Importing this module re-runs the benchmark under the project's .venv when it was started with
+another Python (installing .venv first if needed), puts the repository root on sys.path (so
+`chalie` and `tests.integration.harness` import from the checkout) and sends every log record
+of the benchmark process itself to stderr: stdout carries exactly one JSON line per benchmark.
 """
 
 from __future__ import annotations
@@ -23,6 +24,20 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run_in_project_venv() -> None:
+    """Re-run this benchmark under the project's .venv, installing it first if needed (as
+    scripts/test does), so `python3 scripts/bench/NAME.py` works on a fresh clone."""
+    venv = ROOT / ".venv"
+    if Path(sys.prefix).resolve() == venv.resolve():
+        return
+    subprocess.run(["bash", "-c", f'source "{ROOT}/scripts/_venv.sh" dev'], check=True)
+    python = venv / "bin" / "python"
+    os.execv(python, [str(python), *sys.argv])
+
+
+_run_in_project_venv()
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
