@@ -1,6 +1,10 @@
 """`chalie serve [--config FILE]`: run the server until SIGINT/SIGTERM.
+`chalie snapshot TURN_ID [--config FILE] [--json]`: print the LLM requests of one turn.
 
-Exit codes: 0 after a clean stop, 1 when the actor tree gave up, 2 for a configuration error.
+serve exits 0 after a clean stop, 1 when the actor tree gave up, 2 for a configuration error.
+snapshot exits 0 when it printed the turn, 1 when the turn or the database is not there (or
+cannot be read), 2 for a configuration error. It opens the database read-only, so it works
+while the server runs.
 """
 
 from __future__ import annotations
@@ -12,14 +16,20 @@ import os
 import resource
 import signal
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
+import apsw
+import msgspec
 import structlog
 
 from chalie import logs
 from chalie.config import Config, load_config
+from chalie.edge.rest_turns import not_kept, prompts_document
 from chalie.errors import ChalieError, ConfigError
 from chalie.server import Server
+from chalie.store import db
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,12 +37,19 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the server")
     serve.add_argument("--config", type=Path, help="TOML file merged over config/chalie.toml")
+    snapshot = sub.add_parser("snapshot", help="print the LLM requests of one turn, as sent")
+    snapshot.add_argument("turn_id", help="the turn (or background job) id")
+    snapshot.add_argument("--config", type=Path, help="TOML file merged over config/chalie.toml")
+    snapshot.add_argument("--json", action="store_true",
+                          help="print GET /api/turns/TURN_ID/prompts's JSON instead")
     args = parser.parse_args(argv)
     try:
         config = load_config(args.config, env=os.environ)
     except ConfigError as e:
         print(f"chalie: {e}", file=sys.stderr)
         return 2
+    if args.command == "snapshot":
+        return _snapshot(config, args.turn_id, as_json=args.json)
     logs.configure(config.log.format, config.log.level)
     _raise_open_files_limit()
     try:
@@ -40,6 +57,54 @@ def main(argv: list[str] | None = None) -> int:
     except ChalieError as e:
         print(f"chalie: {e}", file=sys.stderr)
         return 1
+
+
+def _snapshot(config: Config, turn_id: str, *, as_json: bool) -> int:
+    path = db.db_path(config.store.path)
+    if not path.is_file():
+        print(f"chalie: no database at {path} (store.path = {config.store.path!r})",
+              file=sys.stderr)
+        return 1
+    try:
+        conn = db.connect(path, busy_timeout_ms=config.store.busy_timeout_ms, readonly=True)
+        try:
+            document = prompts_document(conn, turn_id)
+        finally:
+            conn.close()
+    except (ChalieError, apsw.Error) as e:
+        print(f"chalie: cannot read {path}: {e}", file=sys.stderr)
+        return 1
+    if document is None:
+        print(f"chalie: {not_kept(turn_id, config.memory.snapshots_kept)}", file=sys.stderr)
+        return 1
+    if as_json:
+        print(msgspec.json.encode(document).decode())
+    else:
+        print("\n\n".join(_readable(prompt) for prompt in document["prompts"]))
+    return 0
+
+
+def _readable(prompt: dict[str, Any]) -> str:
+    """One LLM request as a person reads it: system, messages, tools, response format."""
+    at = datetime.fromtimestamp(prompt["created_at"], UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    lines = [f"== call {prompt['call']}: {prompt['purpose']}, {at} ==",
+             "--- system ---", prompt["system"]]
+    for message in prompt["messages"]:
+        lines += [f"--- {message['role']} ---", message["content"]]
+    lines.append("--- tools ---")
+    lines += [f"{tool['name']}: {_first_line(tool['description'])}" for tool in prompt["tools"]]
+    if not prompt["tools"]:
+        lines.append("(none)")
+    fmt = prompt["response_format"]
+    if fmt is not None:
+        schema = msgspec.json.format(msgspec.json.encode(fmt["schema"]), indent=2).decode()
+        lines += [f"--- response format: {fmt['name']} ---", schema]
+    return "\n".join(lines)
+
+
+def _first_line(text: str) -> str:
+    stripped = text.strip()
+    return stripped.splitlines()[0] if stripped else ""
 
 
 def _raise_open_files_limit() -> None:

@@ -69,7 +69,31 @@ class ActConfig(_Section, frozen=True):
     max_tool_result_chars: int
     compaction_threshold: float
     approval_timeout_s: float
-    seed_facts: int
+
+
+class MemoryConfig(_Section, frozen=True):
+    embedder: Literal["hashed", "openai", "local"]
+    embed_base_url: str
+    embed_model: str
+    embed_api_key: str
+    embed_timeout_s: float
+    query_embed_timeout_s: float
+    embed_batch: int
+    encode_every_rows: int
+    encode_max_rows: int
+    recall_k: int
+    recency_days: float
+    retrieval_decay: float
+    snapshots_kept: int
+
+
+class ContextConfig(_Section, frozen=True):
+    reply_reserve: float
+    identity: float
+    state: float
+    memory: float
+    tools: float
+    history: float
 
 
 class ToolsConfig(_Section, frozen=True):
@@ -95,6 +119,8 @@ class Config(_Section, frozen=True):
     auth: AuthConfig
     llm: LlmConfig
     act: ActConfig
+    memory: MemoryConfig
+    context: ContextConfig
     tools: ToolsConfig
     supervisor: SupervisorConfig
     log: LogConfig
@@ -111,12 +137,16 @@ _POSITIVE = {
     "act.timeout_s", "act.workers", "act.max_tool_result_chars", "supervisor.max_restarts",
     "supervisor.within_s", "server.ping_interval_s", "server.ping_misses",
     "act.compaction_threshold", "act.approval_timeout_s", "auth.max_failures", "auth.lockout_s",
-    "store.reply_timeout_s",
+    "store.reply_timeout_s", "memory.embed_timeout_s", "memory.query_embed_timeout_s",
+    "memory.embed_batch", "memory.encode_every_rows", "memory.encode_max_rows",
+    "memory.recall_k", "memory.recency_days", "memory.snapshots_kept", "context.reply_reserve",
 }
 _NON_NEGATIVE = {
     "llm.retries", "llm.retry_backoff_s", "act.history_turns", "supervisor.backoff_initial_s",
-    "supervisor.backoff_max_s", "act.seed_facts",
+    "supervisor.backoff_max_s", "memory.retrieval_decay",
+    "context.identity", "context.state", "context.memory", "context.tools", "context.history",
 }
+CONTEXT_SHARES = ("identity", "state", "memory", "tools", "history")
 
 
 def load_config(
@@ -208,6 +238,21 @@ def _convert(merged: dict[str, Any]) -> Config:
                           f"must be at least 200, got {config.store.events_kept}")
     if not 0 <= config.server.port <= 65535:
         raise ConfigError("server.port", f"must be 0-65535, got {config.server.port}")
+    shares = sum(getattr(config.context, name) for name in CONTEXT_SHARES)
+    if abs(shares - 1.0) > 1e-6:
+        raise ConfigError("context", "identity + state + memory + tools + history must add up "
+                          f"to 1, got {shares:g}")
+    reserve, threshold = config.context.reply_reserve, config.act.compaction_threshold
+    if not 1 - threshold <= reserve < 1:
+        raise ConfigError("context.reply_reserve",
+                          f"must be at least 1 - act.compaction_threshold ({1 - threshold:g}) and "
+                          f"below 1, got {reserve:g}: a prompt whose sections are full would "
+                          "otherwise be compacted before its first call")
+    memory = config.memory
+    if memory.encode_max_rows < memory.encode_every_rows:
+        raise ConfigError("memory.encode_max_rows",
+                          f"must be at least memory.encode_every_rows "
+                          f"({memory.encode_every_rows}), got {memory.encode_max_rows}")
     if config.llm.provider == "script" and not config.llm.script:
         raise ConfigError("llm.script", "must name a script file when llm.provider = 'script'")
     return config

@@ -4,10 +4,12 @@
      ├─ ConfigError          bad or unknown configuration key; start-up exits with code 2
      ├─ PromptError          a prompt file is missing or has an unknown placeholder
      ├─ StoreError           the database could not be opened or migrated
-     └─ LlmError             an LLM request failed; `recoverable` says whether a retry may work
-         ├─ LlmUnavailable   could not connect, or the request timed out
-         ├─ LlmHttpError     the server answered with an HTTP error status
-         └─ LlmBadResponse   the answer was not a chat completion we can read
+     ├─ LlmError             an LLM request failed; `recoverable` says whether a retry may work
+     │   ├─ LlmUnavailable   could not connect, or the request timed out
+     │   ├─ LlmHttpError     the server answered with an HTTP error status
+     │   └─ LlmBadResponse   the answer was not a chat completion we can read
+     │       └─ StructuredOutputError  the answer was not JSON of the schema the request asked for
+     └─ EmbedError           texts could not be embedded (server down, bad answer, no extra)
 
 Tool failures are not exceptions: a tool returns an error result that goes back to the model.
 """
@@ -64,3 +66,11 @@ class LlmHttpError(LlmError):
 
 class LlmBadResponse(LlmError):
     """The LLM server's answer was not a readable chat completion."""
+
+
+class StructuredOutputError(LlmBadResponse):
+    """A reply that had to be JSON of a given schema was not; the message says where."""
+
+
+class EmbedError(ChalieError):
+    """Texts could not be embedded. Recall goes on with full-text search alone."""

@@ -46,3 +46,33 @@ class Metrics:
         self.ws_connections = Gauge(
             "chalie_ws_connections", "Open WebSocket connections.", registry=r
         )
+        self.recall_seconds = Histogram(
+            "chalie_recall_seconds",
+            "Seconds one hybrid recall took (full text, query embedding, vectors, weighting).",
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 2.5),
+            registry=r,
+        )
+        self.recall_degraded = Counter(
+            "chalie_recall_degraded",
+            "Recalls that used full text only because the query could not be embedded.",
+            registry=r,
+        )
+        self.encodings = Counter(
+            "chalie_encodings",
+            "Transcript windows the Encoder handled, by outcome (encoded, retried: the first "
+            "answer was invalid, skipped: invalid twice, failed: the LLM call failed).",
+            ["outcome"], registry=r,
+        )
+        self.episodes = Counter("chalie_episodes", "Episodes stored.", registry=r)
+        self.embeddings = Counter(
+            "chalie_embeddings", "Texts embedded in the background, by result (ok or error).",
+            ["result"], registry=r,
+        )
+        self.vectors_pending = Gauge(
+            "chalie_vectors_pending",
+            "Items not yet embedded by the current embedder (new, or after a change of embedder).",
+            registry=r,
+        )
+        self.forgotten = Counter(
+            "chalie_memory_forgotten", "Memory items forgotten, by kind.", ["kind"], registry=r
+        )

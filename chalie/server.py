@@ -17,6 +17,7 @@ import tornado.netutil
 from tornado.ioloop import IOLoop
 
 from chalie.act.prompts import Prompts
+from chalie.actors.encoder import Encoder, EncoderDeps
 from chalie.actors.messages import Ping
 from chalie.actors.pool import WorkerPool
 from chalie.actors.session import Session, SessionDeps
@@ -24,21 +25,26 @@ from chalie.actors.session_supervisor import SessionSupervisor
 from chalie.actors.store_writer import StoreWriter, close_interrupted_turns
 from chalie.actors.supervisor import ChildSpec, Directory, Link, Supervisor
 from chalie.clock import Clock, SystemClock
-from chalie.config import Config
+from chalie.config import CONTEXT_SHARES, Config
 from chalie.edge.app import make_app
 from chalie.edge.auth import Authenticator, LoginThrottle, ensure_password
 from chalie.edge.context import EdgeContext
 from chalie.edge.hub import SocketHub
 from chalie.llm.factory import build_provider
 from chalie.llm.types import LlmProvider
+from chalie.memory.context import ContextSettings
+from chalie.memory.embedders import Embedder, build_embedder
+from chalie.memory.recall import Recall
 from chalie.metrics import Metrics
-from chalie.store import db
+from chalie.store import db, memory_writes
 from chalie.tools.memory import ForgetTool, MemoryTool
+from chalie.tools.recall import RecallTool
 from chalie.tools.registry import ToolRegistry
 
 log = structlog.get_logger("chalie.server")
 
 CLOSE_TIMEOUT_S = 5.0
+BACKGROUND_WORKERS = 2  # encoding and embedding; never the threads user turns run on
 
 
 class Server:
@@ -49,11 +55,13 @@ class Server:
         provider: LlmProvider | None = None,
         clock: Clock | None = None,
         metrics: Metrics | None = None,
+        embedder: Embedder | None = None,
     ) -> None:
         self.config = config
         self.clock = clock or SystemClock()
         self.metrics = metrics or Metrics()
         self.provider = provider or build_provider(config.llm)
+        self.embedder = embedder or build_embedder(config.memory, config.llm)
         self.prompts = Prompts.load()
         self.directory = Directory()
         self.port = 0
@@ -63,6 +71,7 @@ class Server:
         self._root: pykka.ActorRef[Any] | None = None
         self._http: tornado.httpserver.HTTPServer | None = None
         self._pool: WorkerPool | None = None
+        self._background: WorkerPool | None = None
         self._on_failure: asyncio.Event | None = None
         self._hub: SocketHub | None = None
 
@@ -79,8 +88,12 @@ class Server:
         try:
             self.generated_password = ensure_password(conn, self.config.auth.password, self.clock)
             close_interrupted_turns(conn, self.clock.time())
+            with db.immediate(conn):
+                space_id = memory_writes.ensure_space(conn, self.embedder.space, self.clock.time())
         finally:
             conn.close()
+        log.info("memory", embedder=self.embedder.kind, space=self.embedder.space,
+                 space_id=space_id)
         loop = IOLoop.current()
         asyncio_loop = asyncio.get_running_loop()
         self._on_failure = asyncio.Event()
@@ -89,10 +102,14 @@ class Server:
         hub.start_keepalive(self.config.server.ping_interval_s, self.config.server.ping_misses)
         self._hub = hub
         self._pool = WorkerPool(self.config.act.workers)
+        self._background = WorkerPool(BACKGROUND_WORKERS, name="chalie-background")
+        memory = self.config.memory
+        recall = Recall(embedder=self.embedder, space_id=space_id, config=memory,
+                        clock=self.clock, metrics=self.metrics)
         deps = SessionDeps(
             provider=self.provider,
-            tools=ToolRegistry([MemoryTool(), ForgetTool()], confirm=self.config.tools.confirm,
-                               block=self.config.tools.block),
+            tools=ToolRegistry([MemoryTool(), RecallTool(), ForgetTool()],
+                               confirm=self.config.tools.confirm, block=self.config.tools.block),
             prompts=self.prompts,
             act=self.config.act,
             llm=self.config.llm,
@@ -101,6 +118,20 @@ class Server:
             clock=self.clock,
             pool=self._pool,
             directory=self.directory,
+            metrics=self.metrics,
+            recall=recall,
+            context=ContextSettings(
+                context_window=self.config.llm.context_window,
+                reply_reserve=self.config.context.reply_reserve,
+                shares={n: getattr(self.config.context, n) for n in CONTEXT_SHARES},
+                history_turns=self.config.act.history_turns,
+                recall_k=memory.recall_k,
+            ),
+        )
+        encoder_deps = EncoderDeps(
+            provider=self.provider, prompts=self.prompts, embedder=self.embedder,
+            space_id=space_id, memory=memory, llm=self.config.llm, read=readers.get,
+            clock=self.clock, pool=self._background, directory=self.directory,
             metrics=self.metrics,
         )
         common: dict[str, Any] = {
@@ -118,7 +149,7 @@ class Server:
         def start_writer(link: Link) -> pykka.ActorRef[Any]:
             return StoreWriter.start(
                 link, config=store, outbox=hub, clock=self.clock, directory=self.directory,
-                metrics=self.metrics,
+                metrics=self.metrics, snapshots_kept=memory.snapshots_kept,
             )
 
         def start_session(link: Link, channel: str) -> pykka.ActorRef[Any]:
@@ -127,12 +158,16 @@ class Server:
         def start_sessions(link: Link) -> pykka.ActorRef[Any]:
             return SessionSupervisor.start(link, session_factory=start_session, **common)
 
+        def start_encoder(link: Link) -> pykka.ActorRef[Any]:
+            return Encoder.start(link, deps=encoder_deps)
+
         self._root = Supervisor.start(
             None,
             name="root",
             children=(
                 ChildSpec("store_writer", start_writer),
                 ChildSpec("sessions", start_sessions),
+                ChildSpec("encoder", start_encoder),
             ),
             on_give_up=give_up,
             **common,
@@ -152,6 +187,7 @@ class Server:
             directory=self.directory,
             read=readers.get,
             healthy=lambda: not self.failed.is_set(),
+            recall=recall,
         ))
         sockets = tornado.netutil.bind_sockets(
             self.config.server.port, self.config.server.host, family=socket.AF_INET
@@ -198,10 +234,12 @@ class Server:
         if root is not None:
             self._root = None
             await asyncio.get_running_loop().run_in_executor(None, _stop_actor, root)
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
+        for pool in (self._pool, self._background):
+            if pool is not None:
+                pool.shutdown(wait=False, cancel_futures=True)
+        self._pool = self._background = None
         self.provider.close()
+        self.embedder.close()
         log.info("stopped")
 
 

@@ -21,9 +21,14 @@ def raw_estimate(request: ChatRequest) -> int:
 
 
 class PromptBudget:
-    def __init__(self, context_window: int, threshold: float) -> None:
+    def __init__(self, context_window: int, threshold: float, ratio: float = 1.0) -> None:
         self.limit = int(context_window * threshold)
-        self._ratio = 1.0
+        self._ratio = ratio
+
+    @property
+    def ratio(self) -> float:
+        """Real tokens per estimated token, as learned from the provider."""
+        return self._ratio
 
     def tokens(self, request: ChatRequest) -> int:
         return round(raw_estimate(request) * self._ratio)

@@ -82,12 +82,14 @@ class ActLoop:
         now_text: str,
         state: str = "",
         memory: str = "",
+        identity: str = "",
     ) -> None:
         self._prompts = prompts
         self.user_text = user_text
         self.history = tuple(history)
         self.state = state
         self._memory = memory
+        self._identity = identity
         self._tools = tools
         self._max_iterations = max_iterations
         self._max_result_chars = max_result_chars
@@ -105,6 +107,10 @@ class ActLoop:
         self._compacted = 0  # trail items the pending compaction request covers
 
     @property
+    def system(self) -> str:
+        return self._system
+
+    @property
     def answer_forced(self) -> bool:
         """True when the next request offers no tools and asks for the final answer."""
         return self._forced or self.iteration >= self._max_iterations
@@ -117,6 +123,7 @@ class ActLoop:
             trail = f"{trail}\n\n{self._prompts.render('act_final')}"
         user = self._prompts.render(
             "act_user",
+            identity=self._identity or self._prompts.fragment("identity_empty"),
             state=self.state or self._prompts.fragment("state_empty"),
             memory=self._memory or self._prompts.fragment("memory_empty"),
             history=self.render_history(),
@@ -191,6 +198,15 @@ class ActLoop:
 
     def seed_memory(self, memory: str) -> None:
         self._memory = memory
+
+    def use_context(self, *, identity: str, state: str, memory: str,
+                    history: Sequence[HistoryLine], tools: tuple[ToolSpec, ...]) -> None:
+        """The turn's context, gathered and fitted before the first request."""
+        self._identity = identity
+        self.state = state
+        self._memory = memory
+        self.history = tuple(history)
+        self._tools = tools
 
     def note(self, fragment: str, **values: object) -> None:
         """A note of the loop's own in the trail, from a note_* fragment."""

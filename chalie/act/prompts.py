@@ -12,10 +12,11 @@ from chalie.paths import PROMPTS
 # file -> the placeholders its caller fills in
 _EXPECTED: dict[str, frozenset[str]] = {
     "act_system": frozenset({"now"}),
-    "act_user": frozenset({"state", "memory", "history", "user_text", "trail"}),
+    "act_user": frozenset({"identity", "state", "memory", "history", "user_text", "trail"}),
     "act_final": frozenset(),
     "compact_trail": frozenset({"user_text", "trail"}),
     "checkpoint": frozenset({"state", "history", "user_text", "trail"}),
+    "episode_encoding": frozenset({"count", "lines"}),
 }
 
 
@@ -23,6 +24,11 @@ _EXPECTED: dict[str, frozenset[str]] = {
 _FRAGMENTS: dict[str, frozenset[str]] = {
     "state_empty": frozenset(), "checkpoint_state_empty": frozenset(),
     "memory_empty": frozenset(), "history_empty": frozenset(),
+    "identity_empty": frozenset(), "identity_name": frozenset({"name"}),
+    "identity_item": frozenset({"key", "value"}),
+    "memory_message_person": frozenset({"date", "text"}),
+    "memory_message_assistant": frozenset({"date", "text"}),
+    "memory_episode": frozenset({"date", "text"}), "memory_fact": frozenset({"date", "text"}),
     "history_none_since_state": frozenset(), "trail_empty": frozenset(),
     "history_person": frozenset({"text"}), "history_assistant": frozenset({"text"}),
     "trail_tool": frozenset({"n", "name", "args", "result"}),
@@ -32,6 +38,9 @@ _FRAGMENTS: dict[str, frozenset[str]] = {
     "reason_steered": frozenset(), "reason_redirected": frozenset(),
     "reason_denied": frozenset(), "reason_expired": frozenset({"seconds"}),
     "reason_blocked": frozenset({"name"}),
+    "encoding_line": frozenset({"n", "who", "time", "text"}),
+    "encoding_person": frozenset(), "encoding_assistant": frozenset(),
+    "encoding_retry": frozenset({"error"}),
 }
 
 

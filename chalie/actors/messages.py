@@ -8,6 +8,9 @@ import msgspec
 
 from chalie.frames import Frame
 from chalie.llm.types import ChatResponse
+from chalie.memory.context import TurnContext
+from chalie.store.effects import RememberFact
+from chalie.store.memory_writes import EpisodeRow, SnapshotRow
 from chalie.store.records import StoredCompaction, TurnRecord
 from chalie.tools.base import ToolOutcome
 
@@ -50,6 +53,13 @@ class FrameRejected(_Msg, frozen=True):
     """The edge could not accept a client frame; the session answers with an `error` frame."""
 
     reason: str
+
+
+class ContextReady(_Msg, frozen=True):
+    """The turn's context (identity, state, recall, history, tools) was gathered and fitted."""
+
+    turn_id: str
+    context: TurnContext
 
 
 class LlmReturned(_Msg, frozen=True):
@@ -114,7 +124,8 @@ class ActionRequest(_Msg, frozen=True):
 
 
 SessionMessage = (
-    UserMessage | FrameRejected | Steer | ActionRequest | LlmReturned | LlmFailed | ToolReturned
+    UserMessage | FrameRejected | Steer | ActionRequest | ContextReady | LlmReturned | LlmFailed
+    | ToolReturned
     | TurnDeadline | CompactionReturned | ApprovalExpired | TurnStored | TurnStoreFailed
 )
 
@@ -162,9 +173,77 @@ class SaveCheckpoint(_Msg, frozen=True):
     upto_transcript_id: int
     turn_id: str | None
     compaction: StoredCompaction | None = None
+    snapshots: tuple[SnapshotRow, ...] = ()
 
 
 class CreateAuthSession(_Msg, frozen=True):
     token_hash: str
     created_at: float
     expires_at: float
+
+
+# --- memory ------------------------------------------------------------------------------------
+
+class StoreEpisodes(_Msg, frozen=True):
+    """To the StoreWriter: a window of a channel's transcript became these episodes (and these
+    facts); its encoding mark moves to `upto_transcript_id`."""
+
+    channel: str
+    upto_transcript_id: int
+    encoding_id: str
+    episodes: tuple[EpisodeRow, ...]
+    facts: tuple[RememberFact, ...] = ()  # as of the messages they came from (observed_at)
+    fact_turn_id: str | None = None  # provenance of the facts: the window's last turn
+    snapshots: tuple[SnapshotRow, ...] = ()
+
+
+class SaveSnapshots(_Msg, frozen=True):
+    """To the StoreWriter: the prompts of a background job that stored nothing else."""
+
+    turn_id: str
+    snapshots: tuple[SnapshotRow, ...]
+
+
+class StoreVectors(_Msg, frozen=True):
+    """To the StoreWriter: vectors of items of one kind, embedded in the background."""
+
+    space_id: int
+    embedder: str
+    kind: int
+    rows: tuple[tuple[int, bytes], ...]
+    upto_id: int
+    more: bool  # the batch was full: there may be more items to embed
+
+
+class DropSpace(_Msg, frozen=True):
+    """To the StoreWriter: remove (in batches) a vector space that is no longer in use."""
+
+    space_id: int
+
+
+class ForgetItem(_Msg, frozen=True):
+    """To the StoreWriter, asked: forget a knowledge item or an episode; replies True when it
+    existed."""
+
+    kind: str  # "knowledge" | "episode"
+    item_id: int
+
+
+class MemoryGrew(_Msg, frozen=True):
+    """To the Encoder: new items were stored (transcript of `channel`, episodes, knowledge)."""
+
+    channel: str | None = None
+
+
+class EncodeWindow(_Msg, frozen=True):
+    """The Encoder's own: a channel's encoding finished (stored, skipped or failed)."""
+
+    channel: str
+    stored: bool
+
+
+class IndexBatch(_Msg, frozen=True):
+    """The Encoder's own: an embedding batch finished; `more` when there may be more to do."""
+
+    more: bool
+    error: str | None = None

@@ -27,6 +27,7 @@ from chalie.actors.messages import (
     CloseOpenExchange,
     CommitTurn,
     CompactionReturned,
+    ContextReady,
     FrameRejected,
     LlmFailed,
     LlmReturned,
@@ -41,10 +42,10 @@ from chalie.actors.messages import (
 from chalie.actors.session_approvals import ApprovalsMixin
 from chalie.actors.session_base import SessionDeps, clip
 from chalie.actors.session_compaction import CompactionMixin
+from chalie.actors.session_memory import MemoryMixin
 from chalie.actors.turn import Turn, closing_frames, turn_record
 from chalie.frames import ActNarration, Done, Error, Status
 from chalie.llm.types import ChatResponse, ToolCall
-from chalie.memory.seed import relevant_facts, render_facts
 from chalie.store import queries
 from chalie.store.records import Outcome
 from chalie.tools.base import ToolContext
@@ -58,7 +59,7 @@ NOTHING_TO_CANCEL = "Okay."
 EMPTY = "There was nothing in that message to answer."
 
 
-class Session(ApprovalsMixin, CompactionMixin):
+class Session(ApprovalsMixin, CompactionMixin, MemoryMixin):
     """One channel's turns, one at a time; steering, approvals and compaction mid-turn."""
 
     def started(self) -> None:
@@ -84,6 +85,8 @@ class Session(ApprovalsMixin, CompactionMixin):
                 self._enqueue(message)
             case FrameRejected(reason=reason):
                 self._emit(Error(message=reason, recoverable=True))
+            case ContextReady(turn_id=tid, context=context) if self._is_current(tid):
+                self._on_context(context)
             case LlmReturned(turn_id=tid, response=response) if self._is_current(tid):
                 self._on_llm(response)
             case LlmFailed(turn_id=tid, error=error, recoverable=recoverable) if (
@@ -104,7 +107,7 @@ class Session(ApprovalsMixin, CompactionMixin):
                 self._storing and tid == self._storing[0]
             ):
                 self._on_stored(message)
-            case (LlmReturned() | LlmFailed() | ToolReturned() | TurnDeadline()
+            case (ContextReady() | LlmReturned() | LlmFailed() | ToolReturned() | TurnDeadline()
                   | CompactionReturned() | ApprovalExpired() | TurnStored() | TurnStoreFailed()):
                 log.debug("stale_message_dropped", message=type(message).__name__)
             case _:
@@ -173,13 +176,16 @@ class Session(ApprovalsMixin, CompactionMixin):
         # First, before anything can fail: the exchange is open in the log, so a crash from
         # here on is closed with an error frame by whoever comes next.
         self._emit(Status(stage="processing", exchange_id=turn_id))
-        conn = d.read()
         now = datetime.fromtimestamp(d.clock.time(), UTC).strftime("%Y-%m-%d %H:%M UTC")
-        loop, upto = self._new_loop(conn, text, now, with_history=not action)
+        if action:  # runs a skill: no history, no recall
+            loop, upto = self._new_loop(d.read(), text, now, with_history=False)
+        else:  # the context is gathered on the pool once the fast exits are passed
+            loop, upto = self._bare_loop(text, now), 0
         deadline = request.received_at + d.act.timeout_s
         self._turn = Turn(
             id=turn_id, request=request, loop=loop,
-            budget=PromptBudget(d.llm.context_window, d.act.compaction_threshold),
+            budget=PromptBudget(d.llm.context_window, d.act.compaction_threshold,
+                                self._token_ratio),
             started_at=d.clock.time(), deadline=deadline,
             timer=self._deadline_timer(turn_id, deadline),
             history_upto=upto,
@@ -193,11 +199,9 @@ class Session(ApprovalsMixin, CompactionMixin):
         if is_cancel(text):
             self._finish("cancelled", text=NOTHING_TO_CANCEL)
             return
-        if d.act.seed_facts and queries.any_facts(conn):
-            self._status("retrieving_memory")
-            facts = relevant_facts(conn, text, d.act.seed_facts)
-            loop.seed_memory(render_facts(facts))
-        self._ask_llm()
+        if self._identity_hook(text):
+            return
+        self._gather_context()
 
     def _run_action(self, request: ActionRequest) -> None:
         """A deterministic skill, run directly: no LLM, zero tokens."""
@@ -229,6 +233,7 @@ class Session(ApprovalsMixin, CompactionMixin):
         turn.phase = "llm"
         turn.steered_in_flight = False
         turn.in_flight = request
+        turn.snap(request, "act", d.clock.time())
         turn_id, timeout = turn.id, min(remaining, d.llm.request_timeout_s)
 
         def job() -> Any:
@@ -293,7 +298,7 @@ class Session(ApprovalsMixin, CompactionMixin):
         turn.running_call = call
         turn.approval = None
         ctx = ToolContext(channel=self.channel, turn_id=turn.id, read=d.read, clock=d.clock,
-                          pending=turn.loop.pending_effects())
+                          pending=turn.pending_effects(), recall=d.recall)
         turn_id, name, args = turn.id, call.name, call.args or {}
 
         def job() -> Any:
@@ -357,6 +362,7 @@ class Session(ApprovalsMixin, CompactionMixin):
                  llm_calls=record.llm_calls, response_time_s=round(elapsed, 6),
                  llm_s=round(turn.loop.llm_seconds, 6), error=error)
         self._turn = None
+        self._token_ratio = turn.budget.ratio
         self._storing = (turn.id, turn.client_id)
         self._to_writer(CommitTurn(record, frames, turn.request.received_at))
         # If the writer never answers (it crashed holding this turn), do not wait forever.

@@ -28,8 +28,11 @@ from chalie.clock import Clock, Timer
 from chalie.config import ActConfig, LlmConfig, StoreConfig
 from chalie.frames import Frame, Stage, Status
 from chalie.llm.types import LlmProvider, ToolCall
+from chalie.memory.context import ContextSettings
+from chalie.memory.recall import Recall
 from chalie.metrics import Metrics
 from chalie.store import queries
+from chalie.store.records import Outcome
 from chalie.tools.registry import ToolRegistry
 
 
@@ -48,6 +51,8 @@ class SessionDeps:
     pool: Executor
     directory: Directory
     metrics: Metrics
+    recall: Recall
+    context: ContextSettings
 
 
 class SessionBase(SupervisedActor, abc.ABC):
@@ -61,6 +66,16 @@ class SessionBase(SupervisedActor, abc.ABC):
         self._storing_timer: Timer | None = None
         self._backstop_running = False
         self._work = Work(deps.pool, deps.provider, deps.metrics)
+        self._token_ratio = 1.0  # real tokens per estimated token, learned from each turn
+
+    def _bare_loop(self, text: str, now: str) -> ActLoop:
+        """A loop with no context yet: the context arrives before the first request."""
+        d = self._deps
+        return ActLoop(
+            prompts=d.prompts, user_text=text, history=(), tools=d.tools.specs(),
+            max_iterations=d.act.max_iterations, max_result_chars=d.act.max_tool_result_chars,
+            now_text=now,
+        )
 
     def _new_loop(self, conn: apsw.Connection, text: str, now: str, *,
                   with_history: bool) -> tuple[ActLoop, int]:
@@ -99,6 +114,11 @@ class SessionBase(SupervisedActor, abc.ABC):
     @abc.abstractmethod
     def _run_tool(self, call: ToolCall, approval: str | None = None) -> None:
         """Run one tool call on the pool."""
+
+    @abc.abstractmethod
+    def _finish(self, outcome: Outcome, *, text: str | None = None, error: str | None = None,
+                recoverable: bool = True) -> None:
+        """End the turn: hand its record and closing frames to the StoreWriter."""
 
     def _is_current(self, turn_id: str) -> bool:
         return self._turn is not None and self._turn.id == turn_id

@@ -8,6 +8,7 @@ from typing import Any
 import structlog
 
 from chalie.act.budget import PromptBudget
+from chalie.act.snapshots import snapshot
 from chalie.actors.messages import CompactionReturned, SaveCheckpoint
 from chalie.actors.session_base import SessionBase
 from chalie.llm.types import ChatRequest
@@ -29,6 +30,8 @@ class CompactionMixin(SessionBase):
             log.warning("prompt_over_budget", tokens=tokens, limit=turn.budget.limit)
             return False
         log.info("compaction_started", stage=stage, tokens=tokens, limit=turn.budget.limit)
+        turn.snap(side, "compact_trail" if stage == "trail" else "checkpoint",
+                  self._deps.clock.time())
         self._status("thinking")
         turn.phase = "compacting"
         remaining = turn.deadline - self._deps.clock.monotonic()
@@ -68,7 +71,8 @@ class CompactionMixin(SessionBase):
         if self._backstop_running:
             return
         probe, upto = self._new_loop(d.read(), "", "", with_history=True)
-        budget = PromptBudget(d.llm.context_window, d.act.compaction_threshold)
+        budget = PromptBudget(d.llm.context_window, d.act.compaction_threshold,
+                              self._token_ratio)
         tokens = budget.tokens(probe.request())
         if tokens <= budget.limit or not probe.history:
             return
@@ -76,6 +80,7 @@ class CompactionMixin(SessionBase):
         self._backstop_running = True
         side = probe.checkpoint_request()
         channel = self.channel
+        snap = snapshot(side, call=1, purpose="backstop", now=d.clock.time())
 
         def job() -> Any:
             response = self._work.call_llm(side, d.llm.request_timeout_s)
@@ -83,7 +88,7 @@ class CompactionMixin(SessionBase):
             probe.restart(summary)
             audit = StoredCompaction("backstop", tokens, budget.tokens(probe.request()),
                                      response.usage.total_tokens, summary, d.clock.time())
-            self._to_writer(SaveCheckpoint(channel, summary, upto, after_turn, audit))
+            self._to_writer(SaveCheckpoint(channel, summary, upto, after_turn, audit, (snap,)))
             return CompactionReturned("backstop", "backstop", response, tokens)
 
         self._submit(job, turn_id="backstop")

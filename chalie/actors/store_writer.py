@@ -23,8 +23,16 @@ from chalie.actors.messages import (
     CommitTurn,
     CreateAuthSession,
     Deliver,
+    DropSpace,
+    EncodeWindow,
+    ForgetItem,
+    IndexBatch,
+    MemoryGrew,
     RepushExchange,
     SaveCheckpoint,
+    SaveSnapshots,
+    StoreEpisodes,
+    StoreVectors,
     TurnStored,
     TurnStoreFailed,
 )
@@ -32,9 +40,10 @@ from chalie.actors.supervisor import Directory, Link, SupervisedActor
 from chalie.clock import Clock
 from chalie.config import StoreConfig
 from chalie.frames import Done, Error, Frame, Message, encode_frame, frame_type
+from chalie.memory.items import Kind
 from chalie.metrics import Metrics
 from chalie.outbox import Outbox
-from chalie.store import db, queries, writes
+from chalie.store import db, memory_writes, queries, writes
 from chalie.store.records import TurnRecord
 
 log = structlog.get_logger("chalie.store_writer")
@@ -42,6 +51,8 @@ log = structlog.get_logger("chalie.store_writer")
 Row = tuple[int, str, str | None, str]  # seq, type, exchange_id, encoded frame
 MAX_BATCH = 256  # messages that may share one transaction
 PRUNE_EVERY = 100  # prune a channel's event log each time its seq crosses a multiple of this
+PRUNE_SNAPSHOTS_EVERY = 20  # prune prompt snapshots after this many stored turns
+DROP_BATCH = 5000  # vectors of an unused space removed per transaction
 INTERRUPTED = "this turn was interrupted by a server fault before it finished; please send it again"
 
 
@@ -55,9 +66,12 @@ class StoreWriter(SupervisedActor):
         clock: Clock,
         directory: Directory,
         metrics: Metrics,
+        snapshots_kept: int = 50,
     ) -> None:
         super().__init__(link)
         self._config = config
+        self._snapshots_kept = snapshots_kept
+        self._turns_since_prune = 0
         self._outbox = outbox
         self._clock = clock
         self._directory = directory
@@ -93,6 +107,17 @@ class StoreWriter(SupervisedActor):
                 self._outbox.push(channel, logged, again=True)
             case SaveCheckpoint():
                 self._save_checkpoint(message)
+            case StoreEpisodes():
+                self._store_episodes(message)
+            case SaveSnapshots(turn_id=turn_id, snapshots=snapshots):
+                with db.immediate(self.conn):
+                    memory_writes.insert_snapshots(self.conn, turn_id, snapshots)
+            case StoreVectors():
+                self._store_vectors(message)
+            case DropSpace(space_id=space_id):
+                self._drop_space(space_id)
+            case ForgetItem():
+                return self._forget(message)
             case CreateAuthSession():
                 with db.immediate(self.conn):
                     self.conn.execute(
@@ -150,6 +175,7 @@ class StoreWriter(SupervisedActor):
                         continue
                     stored.append((record.channel, rows, record))
                 self._prune(seqs)
+                self._prune_snapshots(sum(1 for _, _, t in stored if t is not None))
         except Exception as e:  # the transaction itself failed: nothing of the batch is stored
             log.exception("batch_not_stored", messages=len(batch))
             refused += [(i.record, f"the store failed: {e}") for i in batch
@@ -158,6 +184,7 @@ class StoreWriter(SupervisedActor):
         else:
             self._seqs = seqs
             self._metrics.store_batch.observe(len(batch))
+        grew = {turn.channel for _, _, turn in stored if turn is not None}
         for channel, rows, turn in stored:
             if turn is not None:
                 log.info("turn_stored", channel=channel, turn_id=turn.id, outcome=turn.outcome,
@@ -171,6 +198,8 @@ class StoreWriter(SupervisedActor):
             log.error("turn_not_stored", channel=record.channel, turn_id=record.id, error=error)
             self._directory.tell("sessions", Deliver(record.channel,
                                                      TurnStoreFailed(record.id, error)))
+        for channel in sorted(grew):
+            self._tell_encoder(MemoryGrew(channel))
 
     def _append(self, seqs: dict[str, int], channel: str, frames: tuple[Frame, ...]) -> list[Row]:
         """Insert frames after the channel's last seq in `seqs`, and move it on."""
@@ -198,6 +227,8 @@ class StoreWriter(SupervisedActor):
                     upto_transcript_id=message.upto_transcript_id, turn_id=message.turn_id,
                     now=now,
                 )
+                if message.turn_id is not None:
+                    memory_writes.insert_snapshots(self.conn, message.turn_id, message.snapshots)
                 if message.compaction is not None and message.turn_id is not None:
                     writes.insert_compaction(self.conn, message.turn_id, message.channel,
                                              message.compaction)
@@ -206,6 +237,74 @@ class StoreWriter(SupervisedActor):
         else:
             log.info("checkpoint_stored", channel=message.channel,
                      upto_transcript_id=message.upto_transcript_id)
+
+    # -- memory --
+
+    def _prune_snapshots(self, turns: int) -> None:
+        self._turns_since_prune += turns
+        if self._turns_since_prune >= PRUNE_SNAPSHOTS_EVERY:
+            self._turns_since_prune = 0
+            memory_writes.prune_snapshots(self.conn, self._snapshots_kept)
+
+    def _tell_encoder(self, message: Any) -> None:
+        ref = self._directory.get("encoder")
+        if ref is not None:  # not running (tests without one, or restarting): nothing to nudge
+            ref.tell(message)
+
+    def _store_episodes(self, m: StoreEpisodes) -> None:
+        now = self._clock.time()
+        try:
+            with db.immediate(self.conn):
+                ids = memory_writes.insert_episodes(
+                    self.conn, m.channel, m.episodes, upto_transcript_id=m.upto_transcript_id,
+                    encoding_id=m.encoding_id, now=now)
+                for fact in m.facts:
+                    memory_writes.apply_fact(self.conn, fact, turn_id=m.fact_turn_id, now=now)
+                memory_writes.insert_snapshots(self.conn, m.encoding_id, m.snapshots)
+        except Exception as e:  # the window is tried again at the next trigger
+            log.error("episodes_not_stored", channel=m.channel, error=repr(e))
+            self._tell_encoder(EncodeWindow(m.channel, stored=False))
+            return
+        self._metrics.episodes.inc(len(ids))
+        log.info("episodes_stored", channel=m.channel, episodes=len(ids), facts=len(m.facts),
+                 upto_transcript_id=m.upto_transcript_id, encoding_id=m.encoding_id)
+        self._tell_encoder(EncodeWindow(m.channel, stored=True))
+        self._tell_encoder(MemoryGrew(None))
+
+    def _store_vectors(self, m: StoreVectors) -> None:
+        try:
+            with db.immediate(self.conn):
+                memory_writes.store_vectors(self.conn, m.space_id, m.embedder, Kind(m.kind),
+                                            m.rows, upto_id=m.upto_id, now=self._clock.time())
+        except Exception as e:
+            log.error("vectors_not_stored", kind=Kind(m.kind).label, error=repr(e))
+            self._tell_encoder(IndexBatch(more=True, error=f"the store refused them: {e!r}"))
+            return
+        self._tell_encoder(IndexBatch(more=m.more))
+
+    def _drop_space(self, space_id: int) -> None:
+        try:
+            with db.immediate(self.conn):
+                done = memory_writes.drop_space(self.conn, space_id, batch=DROP_BATCH)
+        except apsw.Error as e:
+            log.error("vector_space_not_dropped", space_id=space_id, error=str(e))
+            return
+        if done:
+            log.info("vector_space_dropped", space_id=space_id)
+        else:  # more to remove: after whatever else is waiting, so turns are not held up
+            self.actor_ref.tell(DropSpace(space_id))
+
+    def _forget(self, m: ForgetItem) -> bool:
+        now = self._clock.time()
+        with db.immediate(self.conn):
+            if m.kind == "knowledge":
+                found = memory_writes.forget_knowledge(self.conn, m.item_id, now)
+            else:
+                found = memory_writes.forget_episode(self.conn, m.item_id)
+        if found:
+            self._metrics.forgotten.labels(kind=m.kind).inc()
+            log.info("memory_forgotten", kind=m.kind, item_id=m.item_id)
+        return found
 
     def _close_open_exchange(self, channel: str) -> None:
         exchange = queries.open_exchange(self.conn, channel)

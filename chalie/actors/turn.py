@@ -8,10 +8,13 @@ from typing import Literal
 
 from chalie.act.budget import PromptBudget
 from chalie.act.loop import ActLoop, ToolRecord
+from chalie.act.snapshots import snapshot
 from chalie.actors.messages import ActionRequest, UserMessage
 from chalie.clock import Timer
 from chalie.frames import Done, Error, Frame, FrameMetrics, Message, text_blocks
 from chalie.llm.types import ChatRequest, ToolCall
+from chalie.store.effects import Effect, Recalled
+from chalie.store.memory_writes import SnapshotRow
 from chalie.store.records import (
     Outcome,
     StoredCompaction,
@@ -20,7 +23,7 @@ from chalie.store.records import (
     TurnRecord,
 )
 
-Phase = Literal["llm", "tool", "approval", "compacting"]
+Phase = Literal["context", "llm", "tool", "approval", "compacting"]
 
 
 @dataclass
@@ -49,6 +52,18 @@ class Turn:
     steered_in_flight: bool = False  # steering arrived while an LLM call was out
     responding_sent: bool = False
     compactions: list[StoredCompaction] = field(default_factory=list)
+    effects: list[Effect] = field(default_factory=list)  # the turn's own, before any tool's
+    recalled: tuple[int, ...] = ()  # memory keys that went into the prompt
+    snapshots: list[SnapshotRow] = field(default_factory=list)
+
+    def snap(self, request: ChatRequest, purpose: str, now: float) -> None:
+        """Keep this LLM request as sent."""
+        self.snapshots.append(snapshot(request, call=len(self.snapshots) + 1, purpose=purpose,
+                                       now=now))
+
+    def pending_effects(self) -> tuple[Effect, ...]:
+        """What the turn will store, so far: its own effects, then its tools'."""
+        return (*self.effects, *self.loop.pending_effects())
 
     @property
     def client_id(self) -> str | None:
@@ -100,9 +115,10 @@ def turn_record(
         started_at=turn.started_at,
         finished_at=finished_at,
         tool_calls=tuple(_stored(r) for r in turn.loop.records),
-        effects=turn.loop.pending_effects(),
+        effects=(*turn.pending_effects(), *((Recalled(turn.recalled),) if turn.recalled else ())),
         steering=tuple(StoredSteering(s.text, s.after_iteration) for s in turn.loop.steering),
         compactions=tuple(turn.compactions),
+        snapshots=tuple(turn.snapshots),
     )
 
 

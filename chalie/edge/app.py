@@ -6,7 +6,15 @@ import tornado.web
 
 from chalie.edge.context import EdgeContext
 from chalie.edge.rest_auth import LoginHandler
+from chalie.edge.rest_memory import (
+    EpisodesHandler,
+    ForgetEpisodeHandler,
+    ForgetKnowledgeHandler,
+    KnowledgeHandler,
+    SearchHandler,
+)
 from chalie.edge.rest_ops import HealthHandler, MetricsHandler
+from chalie.edge.rest_turns import TurnPromptsHandler
 from chalie.edge.ws import ChatSocket
 
 # Tornado closes a socket outright past this size; below it, frames over server.max_frame_bytes
@@ -22,6 +30,13 @@ def make_app(ctx: EdgeContext) -> tornado.web.Application:
             (r"/metrics", MetricsHandler, args),
             (r"/auth/login", LoginHandler, args),
             (r"/ws", ChatSocket, args),
+            (r"/api/memory/knowledge", KnowledgeHandler, args),
+            (r"/api/memory/episodes", EpisodesHandler, args),
+            (r"/api/memory/search", SearchHandler, args),
+            # Any id text reaches the handler, so a bad one gets a JSON 400 naming `id`.
+            (r"/api/memory/knowledge/(.*)", ForgetKnowledgeHandler, args),
+            (r"/api/memory/episodes/(.*)", ForgetEpisodeHandler, args),
+            (r"/api/turns/(.*)/prompts", TurnPromptsHandler, args),
         ],
         websocket_max_message_size=max(HARD_FRAME_LIMIT, ctx.config.server.max_frame_bytes),
         websocket_ping_interval=None,

@@ -12,6 +12,7 @@ from chalie.clock import Clock
 from chalie.config import Config
 from chalie.edge.auth import Authenticator, LoginThrottle
 from chalie.edge.hub import SocketHub
+from chalie.memory.recall import Recall
 from chalie.metrics import Metrics
 
 
@@ -26,3 +27,4 @@ class EdgeContext:
     directory: Directory
     read: Callable[[], apsw.Connection]
     healthy: Callable[[], bool]
+    recall: Recall | None = None

@@ -1,17 +1,38 @@
-"""JSON request/response helpers: errors are JSON bodies that name the problem."""
+"""JSON request/response helpers: errors are JSON bodies that name the problem.
+
+`ApiError` carries its message in the body only (a reason phrase must be plain ASCII, and an
+error that quotes what the client sent may not be). `AuthedHandler` refuses requests without
+a login cookie; `QueryParams` reads query parameters strictly: an unknown or repeated
+parameter, or a value out of range, is a 400 that says what the endpoint accepts.
+"""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import msgspec
 import tornado.web
+from tornado.ioloop import IOLoop
 
+from chalie.edge.auth import COOKIE
 from chalie.edge.context import EdgeContext
 
 T = TypeVar("T")
 _AT = re.compile(r" - at `\$\.?([^`]*)`")
+SHOWN_CHARS = 40  # of a rejected value, quoted back in the error
+MAX_SQL_INT = 2**63 - 1
+_DIGITS = re.compile(r"[0-9]+")
+_TRUE, _FALSE = ("1", "true"), ("0", "false")
+
+
+class ApiError(tornado.web.HTTPError):
+    """An error answered as `{"error": message, "status": status}`."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(status)
+        self.message = message
 
 
 class JsonHandler(tornado.web.RequestHandler):
@@ -33,9 +54,102 @@ class JsonHandler(tornado.web.RequestHandler):
         except msgspec.DecodeError as e:
             raise tornado.web.HTTPError(400, reason=f"body is not valid JSON: {e}") from None
 
+    def query_params(self, *known: str) -> QueryParams:
+        """This request's query parameters; a 400 for any not in `known`."""
+        return QueryParams(self.request.query_arguments, known)
+
+    async def off_loop(self, work: Callable[[], T]) -> T:
+        """Run blocking work (reads, asks to actors, embedding) on a worker thread."""
+        return await IOLoop.current().run_in_executor(None, work)
+
     def write_json(self, value: Any) -> None:
         self.write(msgspec.json.encode(value))
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
+        error = self._reason
+        exc_info = kwargs.get("exc_info")
+        if exc_info is not None and isinstance(exc_info[1], ApiError):
+            error = exc_info[1].message
         self.set_header("Content-Type", "application/json")
-        self.finish(msgspec.json.encode({"error": self._reason, "status": status_code}))
+        self.finish(msgspec.json.encode({"error": error, "status": status_code}))
+
+
+class AuthedHandler(JsonHandler):
+    """A JSON endpoint for the logged-in person only: 401 without a valid session cookie."""
+
+    async def prepare(self) -> None:
+        token = self.get_cookie(COOKIE)
+        if not await self.off_loop(lambda: self.ctx.auth.session_ok(token)):
+            raise ApiError(401, "not logged in: POST /auth/login first")
+
+
+def shown(value: str) -> str:
+    """A client's value quoted for an error message, cut short when long."""
+    if len(value) > SHOWN_CHARS:
+        return repr(value[:SHOWN_CHARS]) + "..."
+    return repr(value)
+
+
+class QueryParams:
+    """Query parameters read strictly: each known one at most once, valid UTF-8."""
+
+    def __init__(self, arguments: Mapping[str, Sequence[bytes]], known: Sequence[str]) -> None:
+        for name, values in arguments.items():
+            if name not in known:
+                accepted = ", ".join(known) if known else "none"
+                raise ApiError(400, f"unknown query parameter {shown(name)}; "
+                                    f"this endpoint accepts: {accepted}")
+            if len(values) > 1:
+                raise ApiError(400, f"{name}: given {len(values)} times; give it once")
+        self._values: dict[str, str] = {}
+        for name, values in arguments.items():
+            try:
+                self._values[name] = values[0].decode("utf-8")
+            except UnicodeDecodeError:
+                raise ApiError(400, f"{name}: not valid UTF-8") from None
+
+    def text(self, name: str, *, max_chars: int) -> str | None:
+        """The value, or None when it is absent or blank."""
+        value = self._values.get(name)
+        if value is None or not value.strip():
+            return None
+        if len(value) > max_chars:
+            raise ApiError(400, f"{name}: at most {max_chars} characters, got {len(value)}")
+        return value
+
+    def required_text(self, name: str, *, max_chars: int) -> str:
+        value = self.text(name, max_chars=max_chars)
+        if value is None:
+            raise ApiError(400, f"{name}: required, 1 to {max_chars} characters, not blank")
+        return value
+
+    def whole(self, name: str, *, default: int, lo: int, hi: int | None = None) -> int:
+        """A whole number from `lo` to `hi`; with no `hi`, huge values count as the largest
+        number SQLite holds (an offset past every row finds nothing either way)."""
+        value = self._values.get(name)
+        if value is None:
+            return default
+        number = whole_number(value)
+        if number is None or number < lo or (hi is not None and number > hi):
+            allowed = f"from {lo} to {hi}" if hi is not None else f"of at least {lo}"
+            raise ApiError(400, f"{name}: must be a whole number {allowed}, got {shown(value)}")
+        return min(number, MAX_SQL_INT)
+
+    def flag(self, name: str, *, default: bool) -> bool:
+        value = self._values.get(name)
+        if value is None:
+            return default
+        if value.lower() in _TRUE:
+            return True
+        if value.lower() in _FALSE:
+            return False
+        raise ApiError(400, f"{name}: must be 0, 1, true or false, got {shown(value)}")
+
+
+def whole_number(text: str) -> int | None:
+    """ASCII digits only (no sign, spaces or underscores, which int() would take); numbers
+    too long for SQLite come back as one past its largest."""
+    if not _DIGITS.fullmatch(text):
+        return None
+    digits = text.lstrip("0") or "0"
+    return int(digits) if len(digits) <= len(str(MAX_SQL_INT)) else MAX_SQL_INT + 1

@@ -1,8 +1,10 @@
 """OpenAI-compatible chat completions over httpx: OpenAI, Ollama, llama.cpp server, vLLM, ...
 
 The internal request (system prompt + one user message + tools) maps to `messages` and
-`tools`; the answer's `tool_calls` and `usage` map back. Transient failures (connection errors,
-timeouts, 408/429/5xx) are retried with doubling backoff inside the caller's time budget.
+`tools`, and a structured request's schema to `response_format` (type `json_schema`, strict),
+which OpenAI, Ollama, llama.cpp server and vLLM all honour; the answer's `tool_calls` and
+`usage` map back. Transient failures (connection errors, timeouts, 408/429/5xx) are retried with
+doubling backoff inside the caller's time budget.
 """
 
 from __future__ import annotations
@@ -123,6 +125,15 @@ class OpenAICompatProvider:
                 }
                 for t in request.tools
             ]
+        if request.response_format is not None:
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": request.response_format.name,
+                    "schema": request.response_format.schema,
+                    "strict": True,
+                },
+            }
         return msgspec.json.encode(body)
 
     def _once(

@@ -6,8 +6,10 @@ A script file is JSON: {"steps": [STEP, ...], "loop": false}. A STEP is one LLM 
                                                             send arguments verbatim)
     {"fail": "why"}                                         the request fails (recoverable)
 Any step may carry "usage": {"prompt_tokens": P, "completion_tokens": C}; without it the usage is
-estimated from the text. When the steps run out the script starts again if "loop" is true, and
-otherwise every further request fails with a clear error.
+estimated from the text. A structured request (one with a `response_format`) is answered with
+the step's text like any other: the script holds the JSON the model would have sent. When the
+steps run out the script starts again if "loop" is true, and otherwise every further request
+fails with a clear error.
 """
 
 from __future__ import annotations

@@ -20,10 +20,20 @@ class Message(msgspec.Struct, frozen=True):
     content: str
 
 
+class JsonSchemaFormat(msgspec.Struct, frozen=True):
+    """Structured output: the reply must be one JSON value of `schema` (a JSON Schema object).
+    Providers send it the way their wire format asks (OpenAI-compatible servers as
+    `response_format: {"type": "json_schema", "json_schema": {"name", "schema", "strict"}}`)."""
+
+    name: str
+    schema: dict[str, Any]
+
+
 class ChatRequest(msgspec.Struct, frozen=True):
     system: str
     messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...] = ()
+    response_format: JsonSchemaFormat | None = None
 
 
 class ToolCall(msgspec.Struct, frozen=True):

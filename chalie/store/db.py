@@ -69,6 +69,13 @@ def _migrations() -> list[tuple[int, str, str]]:
 
 def migrate(conn: apsw.Connection) -> int:
     """Apply the migrations the database has not seen; returns the resulting version."""
+    from chalie.memory.keys import normalise_key  # noqa: PLC0415  (pure; only migrations use it)
+
+    def chalie_key(*values: apsw.SQLiteValue) -> apsw.SQLiteValue:
+        (value,) = values
+        return normalise_key(value) if isinstance(value, str) else value
+
+    conn.create_scalar_function("chalie_key", chalie_key, 1, deterministic=True)
     (version,) = conn.execute("PRAGMA user_version").fetchone()  # type: ignore[misc]
     for number, name, sql in _migrations():
         if number <= version:

@@ -10,6 +10,7 @@ class HistoryLine(msgspec.Struct, frozen=True):
     role: str
     text: str
     created_at: float
+    id: int = 0  # the transcript id
 
 
 class Fact(msgspec.Struct, frozen=True):
@@ -25,11 +26,11 @@ def recent_transcript(
     if limit <= 0:
         return []
     rows = conn.execute(
-        "SELECT role, text, created_at FROM transcript WHERE channel = ? AND id > ? "
+        "SELECT role, text, created_at, id FROM transcript WHERE channel = ? AND id > ? "
         "ORDER BY id DESC LIMIT ?",
         (channel, after_id, limit),
     ).fetchall()
-    return [HistoryLine(r, t, c) for r, t, c in reversed(rows)]
+    return [HistoryLine(r, t, c, i) for r, t, c, i in reversed(rows)]
 
 
 def _like_escape(text: str) -> str:
@@ -67,15 +68,16 @@ def facts_matching(conn: apsw.Connection, words: list[str], limit: int) -> list[
 class Checkpoint(msgspec.Struct, frozen=True):
     text: str
     upto_transcript_id: int
+    created_at: float = 0.0
 
 
 def latest_checkpoint(conn: apsw.Connection, channel: str) -> Checkpoint | None:
     row = conn.execute(
-        "SELECT text, upto_transcript_id FROM checkpoints WHERE channel = ? "
+        "SELECT text, upto_transcript_id, created_at FROM checkpoints WHERE channel = ? "
         "ORDER BY id DESC LIMIT 1",
         (channel,),
     ).fetchone()
-    return None if row is None else Checkpoint(str(row[0]), int(row[1]))
+    return None if row is None else Checkpoint(str(row[0]), int(row[1]), float(row[2]))
 
 
 def last_transcript_id(conn: apsw.Connection, channel: str) -> int:
@@ -94,6 +96,13 @@ def has_current_fact(conn: apsw.Connection, key: str) -> bool:
     return conn.execute(
         "SELECT 1 FROM knowledge WHERE key = ? AND superseded_at IS NULL", (key,)
     ).fetchone() is not None
+
+
+def current_value(conn: apsw.Connection, key: str) -> str | None:
+    row = conn.execute(
+        "SELECT value FROM knowledge WHERE key = ? AND superseded_at IS NULL", (key,)
+    ).fetchone()
+    return None if row is None else str(row[0])
 
 
 def any_facts(conn: apsw.Connection) -> bool:

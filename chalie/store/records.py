@@ -7,6 +7,7 @@ from typing import Literal
 import msgspec
 
 from chalie.store.effects import Effect
+from chalie.store.memory_writes import SnapshotRow
 
 Outcome = Literal["answered", "error", "timeout", "cancelled"]
 
@@ -56,3 +57,4 @@ class TurnRecord(msgspec.Struct, frozen=True):
     effects: tuple[Effect, ...] = ()
     steering: tuple[StoredSteering, ...] = ()
     compactions: tuple[StoredCompaction, ...] = ()
+    snapshots: tuple[SnapshotRow, ...] = ()

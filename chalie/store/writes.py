@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import apsw
 
-from chalie.store.effects import Effect, ForgetFact, RememberFact
-from chalie.store.queries import search_text
+from chalie.store import memory_writes
+from chalie.store.effects import Effect, ForgetFact, Recalled, RememberFact
 from chalie.store.records import StoredCompaction, TurnRecord
 
 
@@ -30,18 +30,14 @@ def insert_turn(conn: apsw.Connection, t: TurnRecord) -> None:
     )
     for c in t.compactions:
         insert_compaction(conn, t.id, t.channel, c)
-    conn.execute(
-        "INSERT INTO transcript (channel, turn_id, role, text, created_at) VALUES (?, ?, ?, ?, ?)",
-        (t.channel, t.id, "user", t.user_text, t.started_at),
-    )
+    memory_writes.add_transcript(conn, t.channel, t.id, role="user", text=t.user_text,
+                                 at=t.started_at)
     if t.response_text:
-        conn.execute(
-            "INSERT INTO transcript (channel, turn_id, role, text, created_at) "
-            "VALUES (?, ?, ?, ?, ?)",
-            (t.channel, t.id, "assistant", t.response_text, t.finished_at),
-        )
+        memory_writes.add_transcript(conn, t.channel, t.id, role="assistant",
+                                     text=t.response_text, at=t.finished_at)
     for effect in t.effects:
         apply_effect(conn, effect, turn_id=t.id, now=t.finished_at)
+    memory_writes.insert_snapshots(conn, t.id, t.snapshots)
 
 
 def insert_compaction(conn: apsw.Connection, turn_id: str, channel: str,
@@ -65,29 +61,10 @@ def insert_checkpoint(conn: apsw.Connection, channel: str, text: str, *,
 
 def apply_effect(conn: apsw.Connection, effect: Effect, *, turn_id: str, now: float) -> None:
     match effect:
-        case ForgetFact(key=key):
-            conn.execute(
-                "UPDATE knowledge SET superseded_at = ? WHERE key = ? AND superseded_at IS NULL",
-                (now, key),
-            )
-        case RememberFact(key=key, value=value):
-            old = conn.execute(
-                "SELECT id, value FROM knowledge WHERE key = ? AND superseded_at IS NULL", (key,)
-            ).fetchone()
-            if old is not None and old[1] == value:
-                return
-            if old is not None:
-                conn.execute("UPDATE knowledge SET superseded_at = ? WHERE id = ?", (now, old[0]))
-            conn.execute(
-                "INSERT INTO knowledge (key, value, turn_id, created_at, search_text) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (key, value, turn_id, now, search_text(key, value)),
-            )
-            if old is not None:
-                conn.execute(
-                    "UPDATE knowledge SET superseded_by = last_insert_rowid() WHERE id = ?",
-                    (old[0],),
-                )
+        case RememberFact() | ForgetFact():
+            memory_writes.apply_fact(conn, effect, turn_id=turn_id, now=now)
+        case Recalled(mkeys=keys):
+            memory_writes.record_recalls(conn, keys, now)
 
 
 def prune_events(conn: apsw.Connection, channel: str, *, keep_after: int) -> None:

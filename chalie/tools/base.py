@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import apsw
 import msgspec
@@ -12,6 +12,9 @@ from chalie.clock import Clock
 from chalie.llm.types import ToolSpec
 from chalie.paths import PROMPTS
 from chalie.store.effects import Effect
+
+if TYPE_CHECKING:
+    from chalie.memory.recall import Recall
 
 # safe: runs at once; confirm: the person approves first; block: never runs.
 Danger = Literal["safe", "confirm", "block"]
@@ -26,6 +29,7 @@ class ToolContext(msgspec.Struct, frozen=True):
     read: Callable[[], apsw.Connection]
     clock: Clock
     pending: tuple[Effect, ...] = ()
+    recall: Recall | None = None  # hybrid recall over everything remembered (the recall tool)
 
 
 class ToolOutcome(msgspec.Struct, frozen=True):

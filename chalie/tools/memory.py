@@ -1,7 +1,9 @@
 """The innate `memory` tool: remember a fact under a key, recall facts by words.
 
 A remembered fact is an effect stored with the turn; a newer value for the same key supersedes
-the old one. Recall sees stored facts and the ones this turn has remembered so far.
+the old one, and the result tells the model what it replaced. Keys are normalised
+(chalie.memory.keys), so "Favourite colour" and "favorite color" are one key. Recall sees stored
+facts and the ones this turn has remembered so far.
 """
 
 from __future__ import annotations
@@ -9,17 +11,19 @@ from __future__ import annotations
 from typing import Any
 
 from chalie.llm.types import ToolSpec
-from chalie.store.effects import ForgetFact, RememberFact
-from chalie.store.queries import current_facts, has_current_fact
+from chalie.memory.keys import MAX_KEY_CHARS, normalise_key
+from chalie.store.effects import Effect, FactEffect, ForgetFact, RememberFact
+from chalie.store.queries import current_value, facts_matching, has_current_fact
 from chalie.tools.base import Danger, ToolContext, ToolOutcome, tool_description, tool_error
 
-MAX_KEY = 200
+MAX_KEY = MAX_KEY_CHARS
 MAX_VALUE = 4000
 RECALL_LIMIT = 20
+KINDS = ("fact", "trait", "preference")
 
 
-def normalise_key(key: str) -> str:
-    return " ".join(key.casefold().split())
+def _facts(pending: tuple[Effect, ...]) -> list[FactEffect]:
+    return [e for e in pending if isinstance(e, RememberFact | ForgetFact)]
 
 
 class MemoryTool:
@@ -33,6 +37,8 @@ class MemoryTool:
                 "action": {"type": "string", "enum": ["remember", "recall"]},
                 "key": {"type": "string", "description": "remember: short name of the fact"},
                 "value": {"type": "string", "description": "remember: the fact itself"},
+                "kind": {"type": "string", "enum": list(KINDS),
+                         "description": "remember: fact (default), trait or preference"},
                 "query": {"type": "string", "description": "recall: words to look for"},
             },
             "required": ["action"],
@@ -42,38 +48,55 @@ class MemoryTool:
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
         action = args.get("action")
         if action == "remember":
-            return self._remember(args)
+            return self._remember(args, ctx)
         if action == "recall":
             return self._recall(args, ctx)
         return tool_error(f"action must be 'remember' or 'recall', got {action!r}")
 
-    def _remember(self, args: dict[str, Any]) -> ToolOutcome:
-        key, value = args.get("key"), args.get("value")
+    def _remember(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
+        key, value, kind = args.get("key"), args.get("value"), args.get("kind", "fact")
         if not isinstance(key, str) or not normalise_key(key):
             return tool_error("remember needs a non-empty string `key`")
         if not isinstance(value, str) or not value.strip():
             return tool_error("remember needs a non-empty string `value`")
         if len(key) > MAX_KEY or len(value) > MAX_VALUE:
             return tool_error(f"key is limited to {MAX_KEY} and value to {MAX_VALUE} characters")
-        fact = RememberFact(key=normalise_key(key), value=value.strip())
-        return ToolOutcome(text=f"remembered {fact.key}: {fact.value}", effects=(fact,))
+        if kind not in KINDS:
+            return tool_error(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+        fact = RememberFact(key=normalise_key(key), value=value.strip(), kind=kind)
+        before = self._current(fact.key, ctx)
+        text = f"remembered {fact.key}: {fact.value}"
+        if before is not None and before != fact.value:
+            text += f" (this replaces the earlier value: {before})"
+        return ToolOutcome(text=text, effects=(fact,))
+
+    @staticmethod
+    def _current(key: str, ctx: ToolContext) -> str | None:
+        """The value `key` has now, counting this turn's own remembering and forgetting."""
+        for effect in reversed(_facts(ctx.pending)):
+            if effect.key == key:
+                return effect.value if isinstance(effect, RememberFact) else None
+        return current_value(ctx.read(), key)
 
     def _recall(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
         query = args.get("query", "")
         if not isinstance(query, str):
             return tool_error("recall's `query` must be a string")
         needle = query.strip().casefold()
+        spelled = normalise_key(needle)  # "colour" also finds "favorite color"
         found: dict[str, str] = {}
         forgotten: set[str] = set()
-        for effect in reversed(ctx.pending):  # this turn's newest first
+        for effect in reversed(_facts(ctx.pending)):  # this turn's newest first
             if effect.key in found or effect.key in forgotten:
                 continue
             if isinstance(effect, ForgetFact):
                 forgotten.add(effect.key)
-            elif needle in effect.key or needle in effect.value.casefold():
+            elif needle in effect.key or needle in effect.value.casefold() \
+                    or (spelled and spelled in effect.key):
                 found[effect.key] = effect.value
-        pending_keys = {e.key for e in ctx.pending}
-        for fact in current_facts(ctx.read(), needle, RECALL_LIMIT):
+        pending_keys = {e.key for e in _facts(ctx.pending)}
+        words = [w for w in dict.fromkeys((needle, spelled)) if w] or [""]
+        for fact in facts_matching(ctx.read(), words, RECALL_LIMIT):
             if fact.key not in found and fact.key not in pending_keys:
                 found[fact.key] = fact.value
         if not found:
@@ -102,7 +125,7 @@ class ForgetTool:
             return tool_error("forget needs a non-empty string `key`")
         key = normalise_key(key)
         known = has_current_fact(ctx.read(), key)
-        pending = [e for e in ctx.pending if e.key == key]
+        pending = [e for e in _facts(ctx.pending) if e.key == key]
         if pending:
             known = isinstance(pending[-1], RememberFact)
         if not known:

@@ -19,6 +19,7 @@ import pykka
 import pytest
 
 from chalie.act.prompts import Prompts
+from chalie.actors.encoder import Encoder, EncoderDeps
 from chalie.actors.messages import (
     ActionRequest,
     Deliver,
@@ -32,12 +33,15 @@ from chalie.actors.session_supervisor import SessionSupervisor
 from chalie.actors.store_writer import StoreWriter
 from chalie.actors.supervisor import ChildSpec, Directory, Link, Supervisor
 from chalie.clock import ManualClock, Timer
-from chalie.config import Config
+from chalie.config import CONTEXT_SHARES, Config
 from chalie.errors import LlmBadResponse
 from chalie.llm.scripted import ScriptCall, ScriptedProvider, ScriptStep, ScriptUsage
 from chalie.llm.types import ChatRequest, ChatResponse, LlmProvider, Usage
+from chalie.memory.context import ContextSettings
+from chalie.memory.embedders import Embedder, HashedEmbedder
+from chalie.memory.recall import Recall
 from chalie.metrics import Metrics
-from chalie.store import db
+from chalie.store import db, memory_writes
 from chalie.tools.base import Tool
 from chalie.tools.memory import MemoryTool
 from chalie.tools.registry import ToolRegistry
@@ -397,18 +401,30 @@ def start_tree(make_config: Any, clock: WatchedClock) -> Iterator[Callable[..., 
         confirm: tuple[str, ...] = (),
         block: tuple[str, ...] = (),
         pool: Executor | None = None,
+        memory: dict[str, Any] | None = None,
+        context: dict[str, Any] | None = None,
+        embedder: Embedder | None = None,
+        encoder: bool = False,
+        background: Executor | None = None,
+        prompts: Prompts | None = None,
     ) -> Tree:
         """`confirm`/`block` are the registry's tools.confirm/tools.block; `pool` replaces the
-        worker pool (`threaded` picks a real one of 4 threads, otherwise jobs run inline)."""
+        worker pool (`threaded` picks a real one of 4 threads, otherwise jobs run inline).
+        `encoder` starts the Encoder too, on `background` (inline unless given)."""
         config = make_config(
-            act=act or {}, llm=llm or {}, store=store or {},
+            act=act or {}, llm=llm or {}, store=store or {}, memory=memory or {},
+            context=context or {},
             supervisor={"backoff_initial_s": 1.0, "backoff_max_s": 8.0},
         )
         store_config = config.store
-        db.open_writer(
+        embedder = embedder or HashedEmbedder()
+        conn = db.open_writer(
             store_config.path, busy_timeout_ms=store_config.busy_timeout_ms,
             synchronous=store_config.synchronous,
-        ).close()
+        )
+        with db.immediate(conn):
+            space_id = memory_writes.ensure_space(conn, embedder.space, clock.time())
+        conn.close()
         readers = db.Readers(db.db_path(store_config.path),
                              busy_timeout_ms=store_config.busy_timeout_ms)
         if pool is None:
@@ -418,7 +434,7 @@ def start_tree(make_config: Any, clock: WatchedClock) -> Iterator[Callable[..., 
             provider=provider,
             tools=ToolRegistry(tools if tools is not None else [MemoryTool()], confirm=confirm,
                                block=block),
-            prompts=Prompts.load(),
+            prompts=prompts or Prompts.load(),
             act=config.act,
             llm=config.llm,
             store=config.store,
@@ -427,6 +443,19 @@ def start_tree(make_config: Any, clock: WatchedClock) -> Iterator[Callable[..., 
             pool=pool,
             directory=directory,
             metrics=metrics,
+            recall=Recall(embedder=embedder, space_id=space_id, config=config.memory,
+                          clock=clock, metrics=metrics),
+            context=ContextSettings(
+                context_window=config.llm.context_window,
+                reply_reserve=config.context.reply_reserve,
+                shares={n: getattr(config.context, n) for n in CONTEXT_SHARES},
+                history_turns=config.act.history_turns, recall_k=config.memory.recall_k,
+            ),
+        )
+        encoder_deps = EncoderDeps(
+            provider=provider, prompts=deps.prompts, embedder=embedder, space_id=space_id,
+            memory=config.memory, llm=config.llm, read=deps.read, clock=clock,
+            pool=background or InlineExecutor(), directory=directory, metrics=metrics,
         )
         common: dict[str, Any] = {
             "config": config.supervisor, "clock": clock, "directory": directory,
@@ -443,12 +472,13 @@ def start_tree(make_config: Any, clock: WatchedClock) -> Iterator[Callable[..., 
         def start_sessions(link: Link) -> pykka.ActorRef[Any]:
             return SessionSupervisor.start(link, session_factory=start_session, **common)
 
-        root = Supervisor.start(
-            None, name="root",
-            children=(ChildSpec("store_writer", start_writer),
-                      ChildSpec("sessions", start_sessions)),
-            **common,
-        )
+        def start_encoder(link: Link) -> pykka.ActorRef[Any]:
+            return Encoder.start(link, deps=encoder_deps)
+
+        children = [ChildSpec("store_writer", start_writer), ChildSpec("sessions", start_sessions)]
+        if encoder:
+            children.append(ChildSpec("encoder", start_encoder))
+        root = Supervisor.start(None, name="root", children=tuple(children), **common)
         started.append((root, pool, provider))
         # The root starts its children on its own thread; a call through its mailbox returns
         # once that is done, so the Directory knows both children before the test sends.

@@ -79,15 +79,15 @@ def test_action_sent_during_a_turn_waits_until_that_turn_is_done(start_tree: Any
     provider.wait_entered()
     tree.action("memory", PET)
     tree.settle()
-    assert shape(tree.outbox.frames()) == [("status", 1)]
+    assert shape(tree.outbox.frames()) == [("status", 1), ("status", 2)]
     assert tree.rows("SELECT count(*) FROM knowledge") == [(0,)]
     provider.release()
     frames = tree.outbox.wait_for_type("done", 2)
-    assert shape(frames) == [("status", 1), ("message", 2), ("done", 3),
-                             ("status", 4), ("message", 5), ("done", 6)]
-    chat, action = frames[0]["exchange_id"], frames[3]["exchange_id"]
+    assert shape(frames) == [("status", 1), ("status", 2), ("message", 3), ("done", 4),
+                             ("status", 5), ("message", 6), ("done", 7)]
+    chat, action = frames[0]["exchange_id"], frames[4]["exchange_id"]
     assert chat != action
-    assert frames[4]["blocks"] == [{"type": "text", "text": "remembered pet: Rex the dog"}]
+    assert frames[5]["blocks"] == [{"type": "text", "text": "remembered pet: Rex the dog"}]
     assert tree.rows("SELECT turn_id FROM knowledge") == [(action,)]
     assert tree.rows("SELECT id, user_text FROM turns ORDER BY rowid") == [
         (chat, "hi"), (action, PET_TEXT)
@@ -106,8 +106,8 @@ def test_chat_resent_while_in_flight_is_answered_once(start_tree: Any) -> None:
     tree.outbox.wait_for_type("done")
     tree.chat("another question", client_id="c-2")  # comes after anything the retry could send
     frames = tree.outbox.wait_for_type("done", 2)
-    assert shape(frames) == [("status", 1), ("message", 2), ("done", 3),
-                             ("status", 4), ("message", 5), ("done", 6)]
+    assert shape(frames) == [("status", 1), ("status", 2), ("message", 3), ("done", 4),
+                             ("status", 5), ("status", 6), ("message", 7), ("done", 8)]
     assert [f["blocks"][0]["text"] for f in frames if f["type"] == "message"] == [
         "Hi, once.", "Second question answered."
     ]
@@ -126,8 +126,8 @@ def test_chat_resent_after_it_was_answered_gets_the_first_frames_again(start_tre
     first = tree.outbox.wait_for_type("done")
     tree.chat("hello", client_id="c-1")
     frames = tree.outbox.wait_for_type("done", 2)
-    assert shape(first) == [("status", 1), ("message", 2), ("done", 3)]
+    assert shape(first) == [("status", 1), ("status", 2), ("message", 3), ("done", 4)]
     assert frames == first + first
     assert len(provider.requests) == 1
     assert tree.rows("SELECT client_id, outcome FROM turns") == [("c-1", "answered")]
-    assert tree.rows("SELECT max(seq) FROM events") == [(3,)]
+    assert tree.rows("SELECT max(seq) FROM events") == [(4,)]

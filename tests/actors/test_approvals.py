@@ -33,24 +33,25 @@ def test_confirm_tool_waits_for_approval_and_runs_once_approved(start_tree: Any)
     asked = escalation(tree)
     exchange = asked["exchange_id"]
     assert asked == {
-        "type": "escalation", "seq": 3, "content": f"Chalie wants to run memory {ARGS}. Allow it?",
+        "type": "escalation", "seq": 4, "content": f"Chalie wants to run memory {ARGS}. Allow it?",
         "approval_id": asked["approval_id"], "tool": "memory", "args": ARGS,
         "expires_in_s": 120.0, "exchange_id": exchange, "topic": None,
     }
     assert len(asked["approval_id"]) == 32
     tree.settle()
     assert len(provider.requests) == 1  # the model is not asked again while it waits
-    assert shape(tree.outbox.frames()) == [("status", 1), ("act_narration", 2), ("escalation", 3)]
+    assert shape(tree.outbox.frames()) == [("status", 1), ("status", 2), ("act_narration", 3),
+                                           ("escalation", 4)]
     tree.answer_approval(asked["approval_id"], True)
     frames = tree.outbox.wait_for_type("done")
-    assert shape(frames[3:]) == [("message", 4), ("done", 5)]
-    assert frames[3]["metrics"]["tools"] == {"memory": 1}
-    assert "-> remembered favourite colour: green" in prompt(provider.requests[1])
+    assert shape(frames[4:]) == [("message", 5), ("done", 6)]
+    assert frames[4]["metrics"]["tools"] == {"memory": 1}
+    assert "-> remembered favorite color: green" in prompt(provider.requests[1])
     assert tree.rows("SELECT name, result, is_error, approval, ran FROM tool_calls") == [
-        ("memory", "remembered favourite colour: green", 0, "approved", 1)
+        ("memory", "remembered favorite color: green", 0, "approved", 1)
     ]
     assert tree.rows("SELECT key, value, turn_id FROM knowledge") == [
-        ("favourite colour", "green", exchange)
+        ("favorite color", "green", exchange)
     ]
 
 
@@ -60,9 +61,9 @@ def test_denied_call_is_not_run_and_the_model_is_told(start_tree: Any) -> None:
     tree.chat("my favourite colour is green")
     tree.answer_approval(escalation(tree)["approval_id"], False)
     frames = tree.outbox.wait_for_type("done")
-    assert shape(frames) == [("status", 1), ("act_narration", 2), ("escalation", 3),
-                             ("message", 4), ("done", 5)]
-    assert frames[3]["metrics"]["tools"] == {}
+    assert shape(frames) == [("status", 1), ("status", 2), ("act_narration", 3), ("escalation", 4),
+                             ("message", 5), ("done", 6)]
+    assert frames[4]["metrics"]["tools"] == {}
     assert prompt(provider.requests[1]).endswith(
         f"[1] memory {ARGS}\n-> not run: the person denied it"
     )
@@ -82,8 +83,8 @@ def test_unanswered_approval_expires_and_the_model_is_told(start_tree: Any) -> N
     assert len(provider.requests) == 1
     tree.clock.advance(1.5)
     frames = tree.outbox.wait_for_type("done")
-    assert shape(frames[3:]) == [("message", 4), ("done", 5)]
-    assert frames[3]["metrics"]["response_time_s"] == 30.5
+    assert shape(frames[4:]) == [("message", 5), ("done", 6)]
+    assert frames[4]["metrics"]["response_time_s"] == 30.5
     assert prompt(provider.requests[1]).endswith(
         f"[1] memory {ARGS}\n-> not run: no approval within 30s"
     )
@@ -101,12 +102,12 @@ def test_time_waiting_for_approval_is_not_charged_to_the_turn(start_tree: Any) -
     tree.clock.advance(50.0)
     tree.answer_approval(asked["approval_id"], True)
     frames = tree.outbox.wait_for_type("done")
-    assert shape(frames[3:]) == [("message", 4), ("done", 5)]
-    assert frames[3]["blocks"] == [{"type": "text", "text": "Done."}]
-    assert frames[3]["metrics"]["response_time_s"] == 50.0
+    assert shape(frames[4:]) == [("message", 5), ("done", 6)]
+    assert frames[4]["blocks"] == [{"type": "text", "text": "Done."}]
+    assert frames[4]["metrics"]["response_time_s"] == 50.0
     assert tree.rows("SELECT outcome, response_text FROM turns") == [("answered", "Done.")]
     assert tree.rows("SELECT approval FROM tool_calls") == [("approved",)]
-    assert "-> remembered favourite colour: green" in prompt(provider.requests[1])
+    assert "-> remembered favorite color: green" in prompt(provider.requests[1])
 
 
 def test_two_calls_needing_approval_are_asked_about_one_at_a_time(start_tree: Any) -> None:
@@ -120,19 +121,19 @@ def test_two_calls_needing_approval_are_asked_about_one_at_a_time(start_tree: An
     tree.answer_approval(first["approval_id"], True)
     frames = tree.outbox.wait_for_type("escalation", 2)
     second = frames[-1]
-    assert shape(frames) == [("status", 1), ("act_narration", 2), ("escalation", 3),
-                             ("act_narration", 4), ("escalation", 5)]
+    assert shape(frames) == [("status", 1), ("status", 2), ("act_narration", 3), ("escalation", 4),
+                             ("act_narration", 5), ("escalation", 6)]
     assert second["args"] == '{"action":"remember","key":"Name","value":"Ada"}'
     assert second["approval_id"] != first["approval_id"]
     tree.answer_approval(first["approval_id"], False)  # already answered: refused
     tree.answer_approval(second["approval_id"], False)
     frames = tree.outbox.wait_for_type("done")
-    assert shape(frames[5:]) == [("error", 6), ("message", 7), ("done", 8)]
+    assert shape(frames[6:]) == [("error", 7), ("message", 8), ("done", 9)]
     assert tree.rows("SELECT args, approval, ran FROM tool_calls ORDER BY position") == [
         (ARGS, "approved", 1),
         ('{"action":"remember","key":"Name","value":"Ada"}', "denied", 0),
     ]
-    assert tree.rows("SELECT key FROM knowledge") == [("favourite colour",)]
+    assert tree.rows("SELECT key FROM knowledge") == [("favorite color",)]
 
 
 def test_wrong_approval_answer_gets_an_error_and_the_turn_keeps_waiting(start_tree: Any) -> None:
@@ -144,18 +145,18 @@ def test_wrong_approval_answer_gets_an_error_and_the_turn_keeps_waiting(start_tr
     tree.answer_approval("not-the-id", True)
     tree.answer_approval(asked["approval_id"], "yes")
     frames = tree.outbox.wait_for_type("error", 2)
-    assert frames[3:] == [
-        {"type": "error", "seq": 4, "recoverable": False, "exchange_id": None, "metrics": None,
-         "message": "no approval 'not-the-id' is waiting (it may have expired or been answered)"},
+    assert frames[4:] == [
         {"type": "error", "seq": 5, "recoverable": False, "exchange_id": None, "metrics": None,
+         "message": "no approval 'not-the-id' is waiting (it may have expired or been answered)"},
+        {"type": "error", "seq": 6, "recoverable": False, "exchange_id": None, "metrics": None,
          "message": 'approve is missing: answer an escalation with {"skill": "approval", '
                     '"params": {"approval_id": "...", "approve": true or false}}'},
     ]
     tree.answer_approval(asked["approval_id"], True)
     frames = tree.outbox.wait_for_type("done")
-    assert shape(frames[5:]) == [("message", 6), ("done", 7)]
+    assert shape(frames[6:]) == [("message", 7), ("done", 8)]
     assert tree.rows("SELECT approval, ran FROM tool_calls") == [("approved", 1)]
-    assert tree.rows("SELECT key FROM knowledge") == [("favourite colour",)]
+    assert tree.rows("SELECT key FROM knowledge") == [("favorite color",)]
 
 
 def test_approval_answer_after_expiry_gets_an_error(start_tree: Any) -> None:
@@ -180,7 +181,7 @@ def test_steering_while_an_approval_waits_declines_the_call(start_tree: Any) -> 
     escalation(tree)
     tree.steer("no, blue")
     frames = tree.outbox.wait_for_type("done")
-    assert shape(frames[3:]) == [("message", 4), ("done", 5)]
+    assert shape(frames[4:]) == [("message", 5), ("done", 6)]
     assert prompt(provider.requests[1]).endswith(
         "over the message above:\nno, blue\n\n"
         f"[2] memory {ARGS}\n-> not run: the person redirected instead"
@@ -196,7 +197,8 @@ def test_blocked_tool_is_never_offered_and_never_runs(start_tree: Any) -> None:
     tree = start_tree(provider, tools=[MemoryTool(), ForgetTool()], block=("memory",))
     tree.chat("my favourite colour is green")
     frames = tree.outbox.wait_for_type("done")
-    assert shape(frames) == [("status", 1), ("act_narration", 2), ("message", 3), ("done", 4)]
+    assert shape(frames) == [("status", 1), ("status", 2), ("act_narration", 3), ("message", 4),
+                             ("done", 5)]
     assert [[t.name for t in r.tools] for r in provider.requests] == [["forget"], ["forget"]]
     assert prompt(provider.requests[1]).endswith(
         f"[1] memory {ARGS}\n-> not run: tool 'memory' is blocked by configuration"
@@ -204,6 +206,6 @@ def test_blocked_tool_is_never_offered_and_never_runs(start_tree: Any) -> None:
     assert tree.rows("SELECT name, ran FROM tool_calls") == [("memory", 0)]
     tree.action("memory", {"action": "remember", "key": "pet", "value": "Rex"})
     frames = tree.outbox.wait_for_type("done", 2)
-    assert frames[5]["type"] == "error"
-    assert frames[5]["message"] == "no skill named 'memory' (skills: forget, approval)"
+    assert frames[6]["type"] == "error"
+    assert frames[6]["message"] == "no skill named 'memory' (skills: forget, approval)"
     assert tree.rows("SELECT count(*) FROM knowledge") == [(0,)]

@@ -7,13 +7,14 @@ from typing import Any
 
 import pytest
 
+from chalie.act.prompts import Prompts
 from chalie.actors.messages import CommitTurn, FrameRejected
 from chalie.actors.store_writer import INTERRUPTED
 from chalie.llm.scripted import ScriptCall, ScriptedProvider, ScriptStep, ScriptUsage
 from chalie.llm.types import ToolSpec
 from chalie.store.effects import RememberFact
 from chalie.tools.base import ToolContext, ToolOutcome
-from tests.actors.conftest import BlockingProvider, Read, RecorderActor, Recording
+from tests.actors.conftest import BlockingProvider, RecorderActor, Recording
 
 REMEMBER = ScriptCall("memory", {"action": "remember", "key": "Favourite colour", "value": "green"})
 
@@ -38,10 +39,11 @@ def test_plain_chat_gets_status_message_and_done_in_seq_order(start_tree: Any) -
     exchange = frames[0]["exchange_id"]
     assert frames == [
         {"type": "status", "seq": 1, "stage": "processing", "exchange_id": exchange},
-        {"type": "message", "seq": 2, "blocks": [{"type": "text", "text": "Hello there."}],
+        {"type": "status", "seq": 2, "stage": "retrieving_memory", "exchange_id": exchange},
+        {"type": "message", "seq": 3, "blocks": [{"type": "text", "text": "Hello there."}],
          "exchange_id": exchange, "topic": None, "mode": "act", "confidence": None,
          "metrics": {"tokens_total": 37, "tools": {}, "response_time_s": 1.5}},
-        {"type": "done", "seq": 3, "duration_ms": 1500, "exchange_id": exchange},
+        {"type": "done", "seq": 4, "duration_ms": 1500, "exchange_id": exchange},
     ]
     assert tree.rows("SELECT id, outcome, user_text, response_text, llm_calls, tokens_total "
                      "FROM turns") == [(exchange, "answered", "hi", "Hello there.", 1, 37)]
@@ -64,7 +66,7 @@ def test_answer_is_stored_before_its_message_frame_is_pushed(start_tree: Any) ->
     assert seen == {
         "turns": [("answered", "Stored first.")],
         "transcript": [("user", "remember this moment"), ("assistant", "Stored first.")],
-        "logged": [(1, "status"), (2, "message"), (3, "done")],
+        "logged": [(1, "status"), (2, "status"), (3, "message"), (4, "done")],
     }
 
 
@@ -75,21 +77,22 @@ def test_remember_request_narrates_the_tool_and_stores_the_fact(start_tree: Any)
     tree.chat("my favourite colour is green")
     frames = tree.outbox.wait_for_type("done")
     exchange = frames[0]["exchange_id"]
-    assert shape(frames) == [("status", 1), ("act_narration", 2), ("message", 3), ("done", 4)]
-    assert frames[1] == {
-        "type": "act_narration", "seq": 2, "step": 1, "tool": "memory", "exchange_id": exchange,
+    assert shape(frames) == [("status", 1), ("status", 2), ("act_narration", 3), ("message", 4),
+                             ("done", 5)]
+    assert frames[2] == {
+        "type": "act_narration", "seq": 3, "step": 1, "tool": "memory", "exchange_id": exchange,
         "text": 'memory {"action":"remember","key":"Favourite colour","value":"green"}',
     }
-    assert frames[2]["metrics"] == {"tokens_total": 58, "tools": {"memory": 1},
+    assert frames[3]["metrics"] == {"tokens_total": 58, "tools": {"memory": 1},
                                     "response_time_s": 0.0}
     assert tree.rows("SELECT turn_id, position, iteration, name, result, is_error "
                      "FROM tool_calls") == [
-        (exchange, 0, 1, "memory", "remembered favourite colour: green", 0)
+        (exchange, 0, 1, "memory", "remembered favorite color: green", 0)
     ]
     assert tree.rows("SELECT key, value, turn_id, superseded_at FROM knowledge") == [
-        ("favourite colour", "green", exchange, None)
+        ("favorite color", "green", exchange, None)
     ]
-    assert "-> remembered favourite colour: green" in provider.requests[1].messages[0].content
+    assert "-> remembered favorite color: green" in provider.requests[1].messages[0].content
 
 
 def test_tool_call_with_invalid_json_gives_the_model_an_error_and_still_answers(
@@ -101,8 +104,9 @@ def test_tool_call_with_invalid_json_gives_the_model_an_error_and_still_answers(
     tree = start_tree(provider)
     tree.chat("remember my colour")
     frames = tree.outbox.wait_for_type("done")
-    assert shape(frames) == [("status", 1), ("act_narration", 2), ("message", 3), ("done", 4)]
-    assert frames[2]["blocks"] == [{"type": "text", "text": "Sorry, I could not save that."}]
+    assert shape(frames) == [("status", 1), ("status", 2), ("act_narration", 3), ("message", 4),
+                             ("done", 5)]
+    assert frames[3]["blocks"] == [{"type": "text", "text": "Sorry, I could not save that."}]
     second_prompt = provider.requests[1].messages[0].content
     assert '[1] memory {"action": "remember", \n-> error: arguments are not valid JSON' in (
         second_prompt
@@ -117,13 +121,14 @@ def test_llm_failure_ends_the_turn_with_a_recoverable_error_and_done(start_tree:
     tree.chat("my favourite colour is green", age_s=0.25)
     frames = tree.outbox.wait_for_type("done")
     exchange = frames[0]["exchange_id"]
-    assert shape(frames) == [("status", 1), ("act_narration", 2), ("error", 3), ("done", 4)]
-    assert frames[2] == {
-        "type": "error", "seq": 3, "message": "model server down", "recoverable": True,
+    assert shape(frames) == [("status", 1), ("status", 2), ("act_narration", 3), ("error", 4),
+                             ("done", 5)]
+    assert frames[3] == {
+        "type": "error", "seq": 4, "message": "model server down", "recoverable": True,
         "exchange_id": exchange,
         "metrics": {"tokens_total": 25, "tools": {"memory": 1}, "response_time_s": 0.25},
     }
-    assert frames[3] == {"type": "done", "seq": 4, "duration_ms": 250, "exchange_id": exchange}
+    assert frames[4] == {"type": "done", "seq": 5, "duration_ms": 250, "exchange_id": exchange}
     assert tree.rows("SELECT outcome, error, response_text, llm_calls FROM turns") == [
         ("error", "model server down", None, 1)
     ]
@@ -139,18 +144,18 @@ def test_turn_past_its_deadline_ends_with_a_timeout_error_and_done(start_tree: A
     tree.clock.advance(31.0)
     frames = tree.outbox.wait_for_type("done")
     exchange = frames[0]["exchange_id"]
-    assert frames[1:] == [
-        {"type": "error", "seq": 2, "recoverable": True, "exchange_id": exchange,
+    assert frames[2:] == [
+        {"type": "error", "seq": 3, "recoverable": True, "exchange_id": exchange,
          "message": "the turn took longer than 30s and was stopped",
          "metrics": {"tokens_total": 0, "tools": {}, "response_time_s": 31.0}},
-        {"type": "done", "seq": 3, "duration_ms": 31000, "exchange_id": exchange},
+        {"type": "done", "seq": 4, "duration_ms": 31000, "exchange_id": exchange},
     ]
     assert tree.rows("SELECT outcome, response_text FROM turns") == [("timeout", None)]
     provider.release()  # the late answer is dropped; the next chat is answered normally
     tree.chat("next question")
     frames = tree.outbox.wait_for_type("done", 2)
-    assert shape(frames[3:]) == [("status", 4), ("message", 5), ("done", 6)]
-    assert frames[4]["blocks"] == [{"type": "text", "text": "On time."}]
+    assert shape(frames[4:]) == [("status", 5), ("status", 6), ("message", 7), ("done", 8)]
+    assert frames[6]["blocks"] == [{"type": "text", "text": "On time."}]
 
 
 def test_two_chats_are_answered_in_order_and_the_second_sees_the_first(start_tree: Any) -> None:
@@ -160,12 +165,12 @@ def test_two_chats_are_answered_in_order_and_the_second_sees_the_first(start_tre
     tree.chat("I am Ada")
     tree.chat("who am I?")
     frames = tree.outbox.wait_for_type("done", 2)
-    assert shape(frames) == [("status", 1), ("message", 2), ("done", 3),
-                             ("status", 4), ("message", 5), ("done", 6)]
+    assert shape(frames) == [("status", 1), ("status", 2), ("message", 3), ("done", 4),
+                             ("status", 5), ("status", 6), ("message", 7), ("done", 8)]
     assert [f["blocks"][0]["text"] for f in frames if f["type"] == "message"] == [
         "Nice to meet you, Ada.", "You are Ada."
     ]
-    assert frames[0]["exchange_id"] != frames[3]["exchange_id"]
+    assert frames[0]["exchange_id"] != frames[4]["exchange_id"]
     assert "(this is the start of the conversation)" in provider.requests[0].messages[0].content
     assert "Person: I am Ada\nYou: Nice to meet you, Ada." in (
         provider.requests[1].messages[0].content
@@ -179,8 +184,9 @@ def test_channels_are_answered_independently_with_their_own_seqs(start_tree: Any
     tree.outbox.wait_for_type("done", channel="phone")
     tree.chat("two", channel="laptop")
     laptop = tree.outbox.wait_for_type("done", channel="laptop")
-    assert shape(laptop) == [("status", 1), ("message", 2), ("done", 3)]
-    assert shape(tree.outbox.frames("phone")) == [("status", 1), ("message", 2), ("done", 3)]
+    assert shape(laptop) == [("status", 1), ("status", 2), ("message", 3), ("done", 4)]
+    assert shape(tree.outbox.frames("phone")) == [("status", 1), ("status", 2), ("message", 3),
+                                                  ("done", 4)]
     assert tree.rows("SELECT channel, response_text FROM turns ORDER BY channel") == [
         ("laptop", "B"), ("phone", "A")
     ]
@@ -198,24 +204,29 @@ def test_rejected_frame_gets_an_error_frame_outside_any_exchange(start_tree: Any
     assert tree.rows("SELECT count(*) FROM turns") == [(0,)]
 
 
-class ReadFailsOnce:
-    """A read seam whose first call raises on the Session's own thread, crashing the actor."""
+class RenderFailsOnce(Prompts):
+    """Prompts whose first system prompt raises on the Session's own thread (right after the
+    turn has opened its exchange), crashing the actor."""
 
-    def __init__(self, real: Read) -> None:
-        self._real = real
-        self.failures = 0
+    failures = 0
 
-    def __call__(self) -> Any:
-        if self.failures == 0:
-            self.failures += 1
-            raise RuntimeError("disk read failed")
-        return self._real()
+    def render(self, name: str, **values: str) -> str:
+        if name == "act_system" and RenderFailsOnce.failures == 0:
+            RenderFailsOnce.failures += 1
+            raise RuntimeError("prompt file unreadable")
+        return super().render(name, **values)
+
+    @classmethod
+    def fresh(cls) -> RenderFailsOnce:
+        cls.failures = 0
+        shipped = Prompts.load()
+        return cls(shipped._templates, shipped._fragments)
 
 
 @pytest.mark.allow_error_logs
 def test_session_crash_mid_turn_is_restarted_and_the_turn_closed(start_tree: Any) -> None:
     """A Session that crashes mid-turn comes back, ends that turn with error + done, chats on."""
-    tree = start_tree(ScriptedProvider([answer("Back again.")]), wrap_read=ReadFailsOnce)
+    tree = start_tree(ScriptedProvider([answer("Back again.")]), prompts=RenderFailsOnce.fresh())
     tree.chat("this one crashes")
     tree.outbox.wait_for_type("status")
     tree.clock.wait_for_timers(1)  # the supervisor has scheduled the restart
@@ -232,8 +243,8 @@ def test_session_crash_mid_turn_is_restarted_and_the_turn_closed(start_tree: Any
     assert tree.restarts("session") == 1.0
     tree.chat("are you there?")
     frames = tree.outbox.wait_for_type("done", 2)
-    assert shape(frames[3:]) == [("status", 4), ("message", 5), ("done", 6)]
-    assert frames[4]["blocks"] == [{"type": "text", "text": "Back again."}]
+    assert shape(frames[3:]) == [("status", 4), ("status", 5), ("message", 6), ("done", 7)]
+    assert frames[5]["blocks"] == [{"type": "text", "text": "Back again."}]
     assert tree.rows("SELECT user_text, outcome FROM turns") == [("are you there?", "answered")]
 
 
@@ -242,16 +253,16 @@ def test_chat_sent_while_the_session_restarts_is_answered_by_the_new_one(
     start_tree: Any,
 ) -> None:
     """A chat arriving during the restart backoff is held and answered once the Session is back."""
-    tree = start_tree(ScriptedProvider([answer("Still here.")]), wrap_read=ReadFailsOnce)
+    tree = start_tree(ScriptedProvider([answer("Still here.")]), prompts=RenderFailsOnce.fresh())
     tree.chat("this one crashes")
     tree.clock.wait_for_timers(1)
     tree.chat("hello again")
     tree.clock.advance(1.0)
     frames = tree.outbox.wait_for_type("done", 2)
     assert shape(frames) == [("status", 1), ("error", 2), ("done", 3),
-                             ("status", 4), ("message", 5), ("done", 6)]
+                             ("status", 4), ("status", 5), ("message", 6), ("done", 7)]
     assert frames[1]["exchange_id"] == frames[0]["exchange_id"]
-    assert frames[4]["blocks"] == [{"type": "text", "text": "Still here."}]
+    assert frames[5]["blocks"] == [{"type": "text", "text": "Still here."}]
     assert tree.restarts("session") == 1.0
 
 
@@ -275,11 +286,11 @@ def test_turn_whose_answer_cannot_be_stored_still_ends_with_done(start_tree: Any
     tree.chat("still there?")  # its frames come after anything the first turn still sends
     frames = tree.outbox.wait_for_type("message")
     first = [f for f in frames if f.get("exchange_id") == frames[0]["exchange_id"]]
-    assert first[2]["message"] == (
+    assert first[3]["message"] == (
         "the answer could not be stored: "
         "AttributeError(\"'NoneType' object has no attribute 'casefold'\")"
     )
-    assert [f["type"] for f in first] == ["status", "act_narration", "error", "done"]
+    assert [f["type"] for f in first] == ["status", "status", "act_narration", "error", "done"]
 
 
 def test_a_turn_the_store_never_confirms_ends_with_an_error_after_the_reply_timeout(

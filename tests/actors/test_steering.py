@@ -36,9 +36,9 @@ def test_steering_during_a_model_call_reaches_the_next_request_and_drops_its_cal
     provider.release()
     frames = tree.outbox.wait_for_type("done")
     exchange = frames[0]["exchange_id"]
-    assert shape(frames) == [("status", 1), ("message", 2), ("done", 3)]  # no act_narration
-    assert frames[1]["blocks"] == [{"type": "text", "text": "Blue it is."}]
-    assert frames[1]["metrics"] == {"tokens_total": 59, "tools": {}, "response_time_s": 0.0}
+    assert shape(frames) == [("status", 1), ("status", 2), ("message", 3), ("done", 4)]
+    assert frames[2]["blocks"] == [{"type": "text", "text": "Blue it is."}]  # no act_narration
+    assert frames[2]["metrics"] == {"tokens_total": 59, "tools": {}, "response_time_s": 0.0}
     second = provider.requests[1]
     assert prompt(second).endswith(
         "# Your work on this message so far\n\n"
@@ -61,19 +61,20 @@ def test_steering_during_a_model_call_reaches_the_next_request_and_drops_its_cal
 def test_steering_while_a_tool_runs_drops_the_calls_queued_behind_it(start_tree: Any) -> None:
     """Steering while one tool call runs lets it finish but drops the call queued behind it,
     and the model's next request shows both outcomes after the steering."""
-    pool = GatedExecutor(1)  # job 0: the first LLM call; job 1: the first tool call
+    pool = GatedExecutor(2)  # job 0: the context; 1: the first LLM call; 2: the first tool call
     provider = ScriptedProvider([calls(NAME, COLOUR), answer("Saved your name only.")])
     tree = start_tree(provider, pool=pool)
     tree.chat("I'm Ada and I like green")
-    pool.wait_entered(1)
+    pool.wait_entered(2)
     tree.steer("don't save my colour")
     tree.settle()
-    pool.release(1)
+    pool.release(2)
     frames = tree.outbox.wait_for_type("done")
     exchange = frames[0]["exchange_id"]
-    assert shape(frames) == [("status", 1), ("act_narration", 2), ("message", 3), ("done", 4)]
-    assert frames[1]["text"] == f"memory {NAME_ARGS}"
-    assert frames[2]["metrics"]["tools"] == {"memory": 1}
+    assert shape(frames) == [("status", 1), ("status", 2), ("act_narration", 3), ("message", 4),
+                             ("done", 5)]
+    assert frames[2]["text"] == f"memory {NAME_ARGS}"
+    assert frames[3]["metrics"]["tools"] == {"memory": 1}
     assert prompt(provider.requests[1]).endswith(
         f"[1] {STEERING}don't save my colour\n\n"
         f"[2] memory {COLOUR_ARGS}\n-> {DROPPED}\n\n"
@@ -96,8 +97,8 @@ def test_steering_with_no_turn_running_is_answered_as_a_chat(start_tree: Any) ->
     tree = start_tree(provider)
     tree.steer("what's the weather like?")
     frames = tree.outbox.wait_for_type("done")
-    assert shape(frames) == [("status", 1), ("message", 2), ("done", 3)]
-    assert frames[1]["blocks"] == [{"type": "text", "text": "It is sunny."}]
+    assert shape(frames) == [("status", 1), ("status", 2), ("message", 3), ("done", 4)]
+    assert frames[2]["blocks"] == [{"type": "text", "text": "It is sunny."}]
     assert "# The person's message\n\nwhat's the weather like?\n\n" in prompt(provider.requests[0])
     assert tree.rows("SELECT source, user_text, outcome FROM turns") == [
         ("text", "what's the weather like?", "answered")
@@ -120,10 +121,11 @@ def test_cancel_phrase_during_a_turn_stops_it_without_another_model_call(
     exchange = frames[0]["exchange_id"]
     assert frames == [
         {"type": "status", "seq": 1, "stage": "processing", "exchange_id": exchange},
-        {"type": "message", "seq": 2, "blocks": [{"type": "text", "text": "Okay, I've stopped."}],
+        {"type": "status", "seq": 2, "stage": "retrieving_memory", "exchange_id": exchange},
+        {"type": "message", "seq": 3, "blocks": [{"type": "text", "text": "Okay, I've stopped."}],
          "exchange_id": exchange, "topic": None, "mode": "act", "confidence": None,
          "metrics": {"tokens_total": 0, "tools": {}, "response_time_s": 2.0}},
-        {"type": "done", "seq": 3, "duration_ms": 2000, "exchange_id": exchange},
+        {"type": "done", "seq": 4, "duration_ms": 2000, "exchange_id": exchange},
     ]
     assert tree.rows("SELECT outcome, response_text, llm_calls FROM turns") == [
         ("cancelled", "Okay, I've stopped.", 0)
@@ -134,8 +136,8 @@ def test_cancel_phrase_during_a_turn_stops_it_without_another_model_call(
     provider.release()  # the cancelled turn's late answer arrives and is dropped
     tree.chat("hello")
     frames = tree.outbox.wait_for_type("done", 2)
-    assert shape(frames[3:]) == [("status", 4), ("message", 5), ("done", 6)]
-    assert frames[4]["blocks"] == [{"type": "text", "text": "Hello again."}]
+    assert shape(frames[4:]) == [("status", 5), ("status", 6), ("message", 7), ("done", 8)]
+    assert frames[6]["blocks"] == [{"type": "text", "text": "Hello again."}]
     assert len(provider.requests) == 2
     assert "Person: my favourite colour is green\nYou: Okay, I've stopped.\n\n" \
            "# The person's message\n\nhello\n\n" in prompt(provider.requests[1])
@@ -186,15 +188,15 @@ def test_third_identical_call_is_not_run_and_the_model_must_answer(start_tree: A
     frames = tree.outbox.wait_for_type("done")
     exchange = frames[0]["exchange_id"]
     assert [(f["type"], f.get("stage", f.get("step"))) for f in frames] == [
-        ("status", "processing"), ("act_narration", 1), ("act_narration", 2),
-        ("status", "responding"), ("message", None), ("done", None),
+        ("status", "processing"), ("status", "retrieving_memory"), ("act_narration", 1),
+        ("act_narration", 2), ("status", "responding"), ("message", None), ("done", None),
     ]
-    assert frames[3] == {"type": "status", "seq": 4, "stage": "responding",
+    assert frames[4] == {"type": "status", "seq": 5, "stage": "responding",
                          "exchange_id": exchange}
-    assert frames[4]["blocks"] == [
+    assert frames[5]["blocks"] == [
         {"type": "text", "text": "I have nothing stored about your dentist."}
     ]
-    assert frames[4]["metrics"]["tools"] == {"memory": 2}
+    assert frames[5]["metrics"]["tools"] == {"memory": 2}
     assert [[t.name for t in r.tools] for r in provider.requests] == [
         ["memory"], ["memory"], ["memory"], []
     ]
@@ -219,10 +221,10 @@ def test_iteration_cap_ends_with_one_tool_free_request_and_its_answer(start_tree
     tree.chat("do I have any appointments?")
     frames = tree.outbox.wait_for_type("done")
     assert [(f["type"], f.get("stage", f.get("step"))) for f in frames] == [
-        ("status", "processing"), ("act_narration", 1), ("act_narration", 2),
-        ("status", "responding"), ("message", None), ("done", None),
+        ("status", "processing"), ("status", "retrieving_memory"), ("act_narration", 1),
+        ("act_narration", 2), ("status", "responding"), ("message", None), ("done", None),
     ]
-    assert frames[4]["blocks"] == [{"type": "text", "text": "I found no appointments stored."}]
+    assert frames[5]["blocks"] == [{"type": "text", "text": "I found no appointments stored."}]
     final = provider.requests[2]
     assert final.tools == ()
     assert prompt(final).endswith(

@@ -152,7 +152,7 @@ def test_committed_turn_is_stored_with_its_frames_before_they_are_pushed(
     assert at_push == {
         "turns": [("t1", "answered", "Green.", 40)],
         "events": [(1, "message"), (2, "done")],
-        "facts": [("colour", "green", "t1")],
+        "facts": [("color", "green", "t1")],
     }
     assert w.rows("SELECT role, text FROM transcript ORDER BY id") == [
         ("user", "my colour?"), ("assistant", "Green.")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import queue
 import signal
@@ -63,15 +64,124 @@ class Reply:
         self.body, self.status, self.raw, self.hold, self.drop = body, status, raw, hold, drop
 
 
+_FORMATS = {
+    "date-time": "1970-01-01T00:00:00Z",
+    "date": "1970-01-01",
+    "time": "00:00:00",
+    "uuid": "00000000-0000-0000-0000-000000000000",
+}
+
+
+def schema_filler(schema: dict[str, Any]) -> Any:
+    """A minimal instance of a JSON Schema, as a constrained model would give at the least.
+
+    Objects get every required property; strings are "filler" (an enum's or const's first value;
+    padded to minLength, cut to maxLength); numbers are 0 moved inside their bounds; arrays hold
+    max(minItems, 1) items unless maxItems is lower; booleans are false; `anyOf`/`oneOf` take the
+    first option; `null` (and a schema that says nothing) is None."""
+    if "const" in schema:
+        return schema["const"]
+    if "enum" in schema:
+        return schema["enum"][0]
+    for key in ("anyOf", "oneOf"):
+        if schema.get(key):
+            return schema_filler(schema[key][0])
+    if schema.get("allOf"):
+        merged = {k: v for k, v in schema.items() if k != "allOf"}
+        for part in schema["allOf"]:
+            merged.update(part)
+        return schema_filler(merged)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = kind[0] if kind else None
+    if kind == "object":
+        properties = schema.get("properties", {})
+        required = schema.get("required", [])
+        return {name: schema_filler(properties.get(name, {})) for name in required}
+    if kind == "array":
+        return _array_filler(schema)
+    if kind == "string":
+        text = _FORMATS.get(schema.get("format", ""), "filler")
+        text = text.ljust(schema.get("minLength", 0), "x")
+        return text[: schema["maxLength"]] if "maxLength" in schema else text
+    if kind in ("integer", "number"):
+        return _number_filler(schema, integer=kind == "integer")
+    if kind == "boolean":
+        return False
+    return None
+
+
+def _array_filler(schema: dict[str, Any]) -> list[Any]:
+    count = max(schema.get("minItems", 0), 1)
+    if "maxItems" in schema:
+        count = min(count, schema["maxItems"])
+    prefix = schema.get("prefixItems", [])
+    items = schema.get("items", {})
+    out = [schema_filler(p) for p in prefix[:count]]
+    if isinstance(items, dict):  # `"items": false` closes a tuple after its prefixItems
+        out += [schema_filler(items) for _ in range(count - len(out))]
+    return out
+
+
+def _number_filler(schema: dict[str, Any], *, integer: bool) -> int | float:
+    """0 if allowed, else the nearest value the bounds (and multipleOf) admit."""
+    low, high = schema.get("minimum"), schema.get("maximum")
+    x_low, x_high = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
+    step = schema.get("multipleOf")
+
+    def fits(v: float) -> bool:
+        return (
+            (low is None or v >= low) and (high is None or v <= high)
+            and (x_low is None or v > x_low) and (x_high is None or v < x_high)
+            and (step is None or math.isclose(v / step, round(v / step)))
+        )
+
+    floor_ = max((b for b in (low, x_low) if b is not None), default=None)
+    ceiling = min((b for b in (high, x_high) if b is not None), default=None)
+    candidates: list[float] = [0]
+    if floor_ is not None:
+        candidates += [floor_, floor_ + 1]
+    if ceiling is not None:
+        candidates += [ceiling, ceiling - 1]
+    if floor_ is not None and ceiling is not None:
+        candidates.append((floor_ + ceiling) / 2)
+    if step is not None:
+        candidates += [math.ceil(c / step) * step for c in list(candidates)]
+    if integer:
+        candidates = [float(f(c)) for c in candidates for f in (math.ceil, math.floor)]
+    for value in candidates:
+        if fits(value):
+            return int(value) if integer else value
+    raise ValueError(f"schema_filler: no number fits {schema}")
+
+
+def _json_schema_of(body: dict[str, Any]) -> dict[str, Any] | None:
+    """The schema a chat-completions request asks the reply to follow, if it asks for one."""
+    response_format = body.get("response_format")
+    if not isinstance(response_format, dict) or response_format.get("type") != "json_schema":
+        return None
+    spec = response_format.get("json_schema")
+    if not isinstance(spec, dict) or not isinstance(spec.get("schema"), dict):
+        return None
+    schema: dict[str, Any] = spec["schema"]
+    return schema
+
+
 class StubLlm:
     """An OpenAI-compatible /v1/chat/completions server on loopback that replays queued replies.
 
-    With the queue empty it answers "stub answer". Every request body is kept in `requests`.
+    A request with a `json_schema` response_format is answered from `structured_replies`, and
+    with that queue empty by `schema_filler` of the request's own schema; every other request is
+    answered from `replies`, and with that queue empty by "stub answer". A default answer
+    reports the prompt's size as a real server would (a token per 4 characters of the messages),
+    so the server's token estimates calibrate to something true. Every request body is kept in
+    `requests`, in arrival order.
     """
 
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
         self.replies: queue.Queue[Reply] = queue.Queue()
+        self.structured_replies: queue.Queue[Reply] = queue.Queue()
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -88,10 +198,7 @@ class StubLlm:
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length))
                 stub.requests.append(body)
-                try:
-                    reply = stub.replies.get_nowait()
-                except queue.Empty:
-                    reply = Reply(completion("stub answer"))
+                reply = stub._next_reply(body)
                 if reply.hold is not None:
                     reply.hold.wait(WAIT_S)
                 if reply.drop:
@@ -118,6 +225,24 @@ class StubLlm:
     def queue(self, *replies: Reply | dict[str, Any]) -> None:
         for r in replies:
             self.replies.put(r if isinstance(r, Reply) else Reply(r))
+
+    def queue_structured(self, *replies: Reply | dict[str, Any]) -> None:
+        """Replies for requests that carry a json_schema response_format, in order."""
+        for r in replies:
+            self.structured_replies.put(r if isinstance(r, Reply) else Reply(r))
+
+    def _next_reply(self, body: dict[str, Any]) -> Reply:
+        schema = _json_schema_of(body)
+        source = self.replies if schema is None else self.structured_replies
+        try:
+            return source.get_nowait()
+        except queue.Empty:
+            pass
+        prompt_tokens = max(1, sum(len(str(m.get("content") or "")) for m in
+                                   body.get("messages", ())) // 4)
+        if schema is None:
+            return Reply(completion("stub answer", prompt_tokens=prompt_tokens))
+        return Reply(completion(json.dumps(schema_filler(schema)), prompt_tokens=prompt_tokens))
 
     def close(self) -> None:
         self.server.shutdown()

@@ -24,18 +24,19 @@ def test_health_answers_without_login(server: ServerProcess) -> None:
 def test_a_turn_with_a_tool_gives_status_narration_message_done(
     server: ServerProcess, llm: StubLlm
 ) -> None:
-    """The model asks for `memory`, then answers: the client sees the four frames in order."""
+    """The model asks for `memory`, then answers: the client sees the five frames in order."""
     llm.queue(
         completion(tool_calls=[("memory", REMEMBER)], prompt_tokens=120, completion_tokens=17),
         completion("Noted: teal.", prompt_tokens=160, completion_tokens=6),
     )
     client = server.connect()
     frames = client.turn("My favourite colour is teal")
-    assert [f["type"] for f in frames] == ["status", "act_narration", "message", "done"]
+    assert [f["type"] for f in frames] == ["status", "status", "act_narration", "message", "done"]
     seqs = [f["seq"] for f in frames]
     assert seqs == sorted(set(seqs))
-    status, narration, message, done = frames
+    status, recalling, narration, message, done = frames
     assert status["stage"] == "processing"
+    assert recalling["stage"] == "retrieving_memory"
     assert narration["tool"] == "memory"
     assert message["blocks"] == [{"type": "text", "text": "Noted: teal."}]
     assert message["metrics"]["tools"] == {"memory": 1}
@@ -54,8 +55,8 @@ def test_the_llm_sees_one_user_message_with_the_tool_trail(
     first, second = llm.requests
     assert [m["role"] for m in first["messages"]] == ["system", "user"]
     assert "My favourite colour is teal" in first["messages"][1]["content"]
-    assert [t["function"]["name"] for t in first["tools"]] == ["memory", "forget"]
-    assert "remembered favourite colour: teal" in second["messages"][1]["content"]
+    assert [t["function"]["name"] for t in first["tools"]] == ["memory", "recall", "forget"]
+    assert "remembered favorite color: teal" in second["messages"][1]["content"]
 
 
 def test_the_turn_is_stored_with_its_tool_calls_and_the_fact(
@@ -71,8 +72,8 @@ def test_the_turn_is_stored_with_its_tool_calls_and_the_fact(
                 turn_id) == [("memory", 0)]
     assert db_rows(server.db_path, "SELECT role FROM transcript WHERE turn_id = ? ORDER BY id",
                 turn_id) == [("user",), ("assistant",)]
-    assert db_rows(server.db_path, "SELECT key, value FROM knowledge") == [
-        ("favourite colour", "teal")
+    assert db_rows(server.db_path, "SELECT key, value, kind, source FROM knowledge") == [
+        ("favorite color", "teal", "fact", "tool")
     ]
 
 
@@ -88,7 +89,7 @@ def test_a_remembered_fact_is_recalled_in_a_later_turn(
     frames = client.turn("What is my favourite colour?")
     assert frames[-2]["blocks"][0]["text"] == "Teal."
     prompt = llm.requests[-1]["messages"][1]["content"]
-    assert "favourite colour: teal" in prompt
+    assert "favorite color: teal" in prompt
     assert "My favourite colour is teal" in prompt  # literal history
 
 
@@ -98,7 +99,7 @@ def test_arguments_that_are_not_json_go_back_to_the_model_as_an_error(
     """A tool call with broken JSON arguments is answered with an error result, not a crash."""
     llm.queue(completion(tool_calls=[("memory", '{"action": "remem')]), completion("Sorry."))
     frames = server.connect().turn("remember this")
-    assert [f["type"] for f in frames] == ["status", "act_narration", "message", "done"]
+    assert [f["type"] for f in frames] == ["status", "status", "act_narration", "message", "done"]
     assert "error: arguments are not valid JSON" in llm.requests[1]["messages"][1]["content"]
 
 
@@ -188,10 +189,10 @@ def test_an_llm_error_gives_a_recoverable_error_frame_and_the_next_turn_works(
     llm.queue(Reply({"error": "boom"}, status=500))
     client = server.connect()
     frames = client.turn("hello")
-    assert [f["type"] for f in frames] == ["status", "error", "done"]
-    assert frames[1]["recoverable"] is True
-    assert "500" in frames[1]["message"]
-    assert frames[1]["metrics"]["tokens_total"] == 0
+    assert [f["type"] for f in frames] == ["status", "status", "error", "done"]
+    assert frames[2]["recoverable"] is True
+    assert "500" in frames[2]["message"]
+    assert frames[2]["metrics"]["tokens_total"] == 0
     assert client.turn("again")[-2]["type"] == "message"
     assert db_rows(server.db_path, "SELECT outcome FROM turns ORDER BY started_at") == [
         ("error",), ("answered",)

@@ -61,7 +61,7 @@ def test_resume_during_a_turn_has_no_gap_and_no_duplicate(
     held.set()
     frames = [status, *late.recv_until(lambda f: f["type"] == "done")]
     assert [f["seq"] for f in frames] == list(range(1, len(frames) + 1))
-    assert [f["type"] for f in frames] == ["status", "act_narration", "message", "done"]
+    assert [f["type"] for f in frames] == ["status", "status", "act_narration", "message", "done"]
     assert watcher.recv_until(lambda f: f["type"] == "done") == frames[1:]
 
 
@@ -78,7 +78,7 @@ def test_resume_after_a_server_restart_replays_from_the_log(
         client.send({"type": "resume", "last_seq": 0})
         assert client.recv_until(lambda f: f["type"] == "done") == frames
         n = len(frames)
-        assert [f["seq"] for f in client.turn("again")] == [n + 1, n + 2, n + 3]
+        assert [f["seq"] for f in client.turn("again")] == [n + 1, n + 2, n + 3, n + 4]
     finally:
         after.kill()
 
@@ -89,7 +89,7 @@ def test_every_socket_of_a_channel_gets_every_frame(server: ServerProcess) -> No
     other = server.connect(channel="work")
     frames = tab_a.turn("hello both")
     assert tab_b.recv_until(lambda f: f["type"] == "done") == frames
-    assert [f["seq"] for f in other.turn("separate")] == [1, 2, 3]
+    assert [f["seq"] for f in other.turn("separate")] == [1, 2, 3, 4]
 
 
 # --- keepalive ------------------------------------------------------------------------------------
@@ -146,7 +146,7 @@ def test_steering_reaches_the_next_llm_request_and_drops_unseen_calls(
     wait_for(lambda: any(e.get("event") == "steering_received" for e in server.log_events()))
     held.set()
     frames = client.recv_until(lambda f: f["type"] == "done")
-    assert [f["type"] for f in frames] == ["status", "message", "done"]
+    assert [f["type"] for f in frames] == ["status", "status", "message", "done"]
     steered = user_prompt(llm.requests[1])
     assert "MID-TURN STEERING" in steered
     assert "Actually it is Paris, not Lyon" in steered

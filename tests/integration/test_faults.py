@@ -35,8 +35,8 @@ def test_a_failing_llm_gives_an_error_frame_and_the_session_lives_on(
     before = client.turn("a first question")
     llm.queue(reply)
     frames = client.turn("this one fails")
-    assert [f["type"] for f in frames] == ["status", "error", "done"]
-    error = frames[1]
+    assert [f["type"] for f in frames] == ["status", "status", "error", "done"]
+    error = frames[2]
     assert error["recoverable"] is recoverable
     assert words in error["message"]
     assert error["exchange_id"] == frames[-1]["exchange_id"]
@@ -62,8 +62,9 @@ def test_an_llm_that_hangs_past_the_turn_budget_times_out(tmp_path: Path, llm: S
                   Reply(completion("too late"), hold=held))
         client = server.connect()
         frames = client.turn("slow")
-        assert [f["type"] for f in frames] == ["status", "act_narration", "error", "done"]
-        error = frames[2]
+        assert [f["type"] for f in frames] == ["status", "status", "act_narration", "error",
+                                               "done"]
+        error = frames[3]
         assert error["recoverable"] is True
         assert "longer than 0.5s" in error["message"]
         assert error["metrics"]["tokens_total"] == 44

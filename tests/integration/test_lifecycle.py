@@ -56,19 +56,21 @@ def test_a_turn_cut_off_by_a_crash_ends_with_an_error_after_restart(
     client.send({"type": "chat", "text": "slow question"})
     status = client.recv()
     assert status["type"] == "status"
+    wait_for(lambda: len(llm.requests) == 1)  # both status frames are logged by now
     server.kill()
     held.set()
     restarted = ServerProcess(tmp_path, llm).start()
     try:
         body = db_rows(restarted.db_path,
                        "SELECT type, seq, body FROM events WHERE channel = 'main' ORDER BY seq")
-        assert [(t, s) for t, s, _ in body] == [("status", 1), ("error", 2), ("done", 3)]
-        error = json.loads(str(body[1][2]))
+        assert [(t, s) for t, s, _ in body] == [("status", 1), ("status", 2), ("error", 3),
+                                                ("done", 4)]
+        error = json.loads(str(body[2][2]))
         assert error["recoverable"] is True
         assert error["exchange_id"] == status["exchange_id"]
         assert db_rows(restarted.db_path, "SELECT count(*) FROM turns") == [(0,)]
         frames = restarted.connect().turn("again")
-        assert [f["seq"] for f in frames] == [4, 5, 6]  # seq continues across the restart
+        assert [f["seq"] for f in frames] == [5, 6, 7, 8]  # seq continues across the restart
     finally:
         restarted.kill()
 
@@ -102,7 +104,7 @@ def test_sigterm_lets_a_turn_in_flight_finish_and_store(tmp_path: Path, llm: Stu
         replay = after.connect()
         replay.send({"type": "resume", "last_seq": 1})
         assert [f["type"] for f in replay.recv_until(lambda f: f["type"] == "done")] == [
-            "message", "done"
+            "status", "message", "done"
         ]
     finally:
         after.kill()
@@ -128,7 +130,7 @@ def test_sigterm_does_not_wait_for_a_hung_llm_call(tmp_path: Path, llm: StubLlm)
     try:
         closing = db_rows(after.db_path, "SELECT type FROM events WHERE exchange_id = ? "
                                          "ORDER BY seq", status["exchange_id"])
-        assert closing == [("status",), ("error",), ("done",)]
+        assert closing == [("status",), ("status",), ("error",), ("done",)]
     finally:
         after.kill()
 

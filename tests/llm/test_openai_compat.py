@@ -11,7 +11,7 @@ import pytest
 
 from chalie.errors import LlmBadResponse, LlmHttpError, LlmUnavailable
 from chalie.llm.openai_compat import OpenAICompatProvider
-from chalie.llm.types import ChatRequest, Message, ToolCall, ToolSpec, Usage
+from chalie.llm.types import ChatRequest, JsonSchemaFormat, Message, ToolCall, ToolSpec, Usage
 
 Handler = Callable[[httpx.Request], httpx.Response]
 
@@ -108,6 +108,33 @@ def test_request_without_tools_has_no_tools_key(provider_for: Any) -> None:
     server = Server(completion())
     ask(provider_for(server))
     assert "tools" not in server.body()
+
+
+def test_structured_request_carries_a_strict_json_schema_response_format(
+    provider_for: Any,
+) -> None:
+    """A request that needs JSON sends its schema as a strict `json_schema` response_format."""
+    schema = {
+        "type": "object",
+        "properties": {"salience": {"type": "number", "minimum": 0, "maximum": 1}},
+        "required": ["salience"],
+        "additionalProperties": False,
+    }
+    server = Server(completion('{"salience": 0.5}'))
+    request = ChatRequest(REQUEST.system, REQUEST.messages,
+                          response_format=JsonSchemaFormat("episode", schema))
+    assert ask(provider_for(server), request).text == '{"salience": 0.5}'
+    assert server.body()["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "episode", "schema": schema, "strict": True},
+    }
+
+
+def test_request_without_a_response_format_has_no_response_format_key(provider_for: Any) -> None:
+    """A plain chat request sends no `response_format`, so the model may answer in prose."""
+    server = Server(completion())
+    ask(provider_for(server), ChatRequest(REQUEST.system, REQUEST.messages, (MEMORY,)))
+    assert "response_format" not in server.body()
 
 
 def test_bearer_header_is_sent_only_with_an_api_key(provider_for: Any) -> None:

@@ -234,8 +234,8 @@ def test_current_facts_match_key_or_value_ignoring_case(writer: apsw.Connection)
     assert [(f.key, f.value) for f in queries.current_facts(writer, "DOG", 10)] == [
         ("pet", "Rex the Dog")
     ]
-    assert [f.key for f in queries.current_facts(writer, "  Colour ", 10)] == ["favourite colour"]
-    assert [f.key for f in queries.current_facts(writer, "", 2)] == ["car", "favourite colour"]
+    assert [f.key for f in queries.current_facts(writer, "  Color ", 10)] == ["favorite color"]
+    assert [f.key for f in queries.current_facts(writer, "", 2)] == ["car", "favorite color"]
 
 
 def test_current_facts_treat_percent_and_underscore_literally(writer: apsw.Connection) -> None:

@@ -44,12 +44,13 @@ def test_forget_needs_the_person_to_confirm() -> None:
 def test_forgetting_a_stored_key_gives_a_forget_effect(
     writer: apsw.Connection, readers: db.Readers
 ) -> None:
-    """A stored key, in any case and spacing, comes back as a ForgetFact for the turn to store."""
+    """A stored key, in any case, spacing or spelling, comes back as a ForgetFact for the turn
+    to store."""
     store(writer, ("favourite colour", "green"))
-    assert forget(readers, "  Favourite   COLOUR ") == ToolOutcome(
-        text="forgot favourite colour", effects=(ForgetFact("favourite colour"),)
+    assert forget(readers, "  Favorite   COLOUR ") == ToolOutcome(
+        text="forgot favorite color", effects=(ForgetFact("favorite color"),)
     )
-    assert queries.current_facts(writer, "colour", 10)[0].value == "green"
+    assert queries.current_facts(writer, "color", 10)[0].value == "green"
 
 
 @pytest.mark.parametrize("key", ["car", "python"], ids=["no-such-fact", "only-in-a-value"])
@@ -86,15 +87,21 @@ def test_a_fact_forgotten_earlier_in_the_turn_cannot_be_forgotten_again(
     assert again.effects == (ForgetFact("pet"),)
 
 
-def test_stored_forget_removes_the_fact_from_current_facts(writer: apsw.Connection) -> None:
-    """After the turn stores ForgetFact, the fact is no longer current; others stay."""
-    store(writer, ("pet", "Rex"), ("city", "Lyon"))
+def test_stored_forget_deletes_the_fact_and_remembers_to_blank_it_out(
+    writer: apsw.Connection,
+) -> None:
+    """After the turn stores ForgetFact, the fact is gone with its index row; its value is kept
+    only to be blanked out of older text; other facts stay."""
+    store(writer, ("pet", "Rex the dog"), ("city", "Lyon"))
     with db.immediate(writer):
         writes.apply_effect(writer, ForgetFact("pet"), turn_id="turn-1", now=9.0)
     assert [f.key for f in queries.current_facts(writer, "", 10)] == ["city"]
-    assert writer.execute("SELECT superseded_at FROM knowledge WHERE key = 'pet'").fetchall() == [
-        (9.0,)
+    assert writer.execute("SELECT count(*) FROM knowledge WHERE key = 'pet'").fetchall() == [(0,)]
+    assert writer.execute("SELECT value, forgotten_at FROM forgotten").fetchall() == [
+        ("Rex the dog", 9.0)
     ]
+    assert writer.execute("SELECT count(*) FROM memory_fts WHERE memory_fts MATCH 'rex'"
+                          ).fetchall() == [(0,)]
 
 
 def test_recall_hides_a_fact_this_turn_forgot(writer: apsw.Connection, readers: db.Readers) -> None:

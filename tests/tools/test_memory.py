@@ -45,8 +45,8 @@ def test_remember_returns_the_fact_as_an_effect_with_a_normalised_key(
     """Remembering gives back a fact with a lower-case single-spaced key and writes nothing yet."""
     outcome = run(context(), action="remember", key="  Favourite   COLOUR ", value=" green \n")
     assert outcome == ToolOutcome(
-        text="remembered favourite colour: green",
-        effects=(RememberFact("favourite colour", "green"),),
+        text="remembered favorite color: green",
+        effects=(RememberFact("favorite color", "green"),),
     )
     assert writer.execute("SELECT count(*) FROM knowledge").fetchall() == [(0,)]
 

@@ -1,0 +1,31 @@
+"""Prompt snapshots: every LLM request kept exactly as it was sent, for "why did it say that?".
+
+`chalie snapshot TURN_ID` prints them and GET /api/turns/TURN_ID/prompts returns them.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from chalie.llm.types import ChatRequest
+from chalie.store.memory_writes import SnapshotRow
+
+_encode = msgspec.json.encode
+
+
+def snapshot(request: ChatRequest, *, call: int, purpose: str, now: float) -> SnapshotRow:
+    """`purpose` says what the call was for: act, compact_trail, checkpoint, backstop,
+    episode_encoding."""
+    return SnapshotRow(
+        call=call,
+        purpose=purpose,
+        system=request.system,
+        messages=_encode([{"role": m.role, "content": m.content}
+                          for m in request.messages]).decode(),
+        tools=_encode([{"name": t.name, "description": t.description,
+                        "parameters": t.parameters} for t in request.tools]).decode(),
+        response_format=None if request.response_format is None else _encode(
+            {"name": request.response_format.name,
+             "schema": request.response_format.schema}).decode(),
+        created_at=now,
+    )

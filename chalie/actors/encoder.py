@@ -1,0 +1,253 @@
+"""The Encoder: transcript windows become episodes, and every memory item gets its vector.
+
+Two background duties, both nudged by the StoreWriter after it stores something (MemoryGrew):
+- Encoding. Once a channel's transcript has grown by `memory.encode_every_rows` messages since
+  its last encoding, one LLM call (prompts/episode_encoding.md, structured output) turns the
+  window into episodes and facts, which the StoreWriter stores with the new encoding mark. An
+  answer that does not fit the schema is retried once; a second bad answer, or a failed call,
+  skips the window (a log line and a metric) until the next nudge. At most one encoding per
+  channel is in flight; nudges meanwhile are coalesced.
+- Indexing. Items are embedded in id order, one kind at a time, in batches of
+  `memory.embed_batch`, into the current embedder's vector space; the StoreWriter stores each
+  batch and says when, and the next batch starts. After a change of embedder the same pass
+  re-embeds everything, and once the new space has caught up the old ones are dropped. When
+  the embedder fails, the pass waits (doubling from 5 s to 5 min) and tries again.
+LLM and embedding calls run on the background pool: the mailbox never blocks, and user turns
+keep the main pool to themselves.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import Any
+
+import apsw
+import msgspec
+import pykka
+import structlog
+
+from chalie.act.prompts import Prompts
+from chalie.act.snapshots import snapshot
+from chalie.actors.messages import (
+    DropSpace,
+    EncodeWindow,
+    IndexBatch,
+    MemoryGrew,
+    SaveSnapshots,
+    StoreEpisodes,
+    StoreVectors,
+)
+from chalie.actors.supervisor import Directory, Link, SupervisedActor
+from chalie.actors.work import Work
+from chalie.clock import Clock, Timer
+from chalie.config import LlmConfig, MemoryConfig
+from chalie.errors import LlmError, StructuredOutputError
+from chalie.llm.types import LlmProvider
+from chalie.memory import encoding
+from chalie.memory.embedders import Embedder
+from chalie.memory.items import Kind
+from chalie.metrics import Metrics
+from chalie.store import memory_queries as mq
+from chalie.store.memory_writes import SnapshotRow
+
+log = structlog.get_logger("chalie.encoder")
+
+BACKOFF_INITIAL_S = 5.0
+BACKOFF_MAX_S = 300.0
+INDEX_ORDER = (Kind.KNOWLEDGE, Kind.EPISODE, Kind.TRANSCRIPT)  # small and valuable first
+
+
+class _Sweep(msgspec.Struct, frozen=True, tag=True):
+    """Look at every channel and the whole index (at start, and after a pause)."""
+
+
+@dataclass(frozen=True)
+class EncoderDeps:
+    provider: LlmProvider
+    prompts: Prompts
+    embedder: Embedder
+    space_id: int
+    memory: MemoryConfig
+    llm: LlmConfig
+    read: Callable[[], apsw.Connection]
+    clock: Clock
+    pool: Executor
+    directory: Directory
+    metrics: Metrics
+
+
+class Encoder(SupervisedActor):
+    def __init__(self, link: Link | None, *, deps: EncoderDeps) -> None:
+        super().__init__(link)
+        self._d = deps
+        self._work = Work(deps.pool, deps.provider, deps.metrics)
+        self._encoding: set[str] = set()
+        self._indexing = False
+        self._index_again = False
+        self._retry: Timer | None = None
+        self._backoff = BACKOFF_INITIAL_S
+        self._dropped: set[int] = set()
+
+    def started(self) -> None:
+        self._tell_self(_Sweep())
+
+    def on_stop(self) -> None:
+        if self._retry is not None:
+            self._retry.cancel()
+
+    def on_receive(self, message: Any) -> Any:
+        with structlog.contextvars.bound_contextvars(actor="encoder"):
+            match message:
+                case MemoryGrew(channel=channel):
+                    if channel is not None:
+                        self._maybe_encode(channel)
+                    self._index()
+                case EncodeWindow(channel=channel, stored=stored):
+                    self._encoding.discard(channel)
+                    if stored:  # a backlog is encoded window after window
+                        self._maybe_encode(channel)
+                case IndexBatch(more=more, error=error):
+                    self._indexed(more, error)
+                case _Resume():
+                    self._retry = None
+                    self._index()
+                case _Sweep():
+                    for channel in mq.channels_to_encode(self._d.read(),
+                                                         self._d.memory.encode_every_rows):
+                        self._maybe_encode(channel)
+                    self._index()
+                case _:
+                    log.warning("unexpected_message", message=type(message).__name__)
+
+    # -- encoding --
+
+    def _maybe_encode(self, channel: str) -> None:
+        if channel in self._encoding:
+            return
+        conn = self._d.read()
+        upto = mq.encoded_upto(conn, channel)
+        if mq.unencoded_count(conn, channel, upto) < self._d.memory.encode_every_rows:
+            return
+        self._encoding.add(channel)
+        encoding_id = f"encoding-{uuid.uuid4().hex}"
+        log.info("encoding_started", channel=channel, after_transcript_id=upto,
+                 encoding_id=encoding_id)
+        self._background(lambda: self._encode(channel, upto, encoding_id),
+                         on_crash=EncodeWindow(channel, stored=False))
+
+    def _encode(self, channel: str, upto: int, encoding_id: str) -> Any:
+        """On the background pool: one window, at most two LLM calls."""
+        d = self._d
+        lines = mq.window(d.read(), channel, upto, d.memory.encode_max_rows)
+        snaps: list[SnapshotRow] = []
+        error: str | None = None
+        for attempt in (1, 2):
+            req = encoding.request(d.prompts, lines, retry_error=error)
+            snaps.append(snapshot(req, call=attempt, purpose="episode_encoding",
+                                  now=d.clock.time()))
+            try:
+                answer = self._work.call_llm(req, d.llm.request_timeout_s)
+                window = encoding.to_window(encoding.parse(answer.text), lines)
+            except StructuredOutputError as e:
+                error = str(e)
+                d.metrics.encodings.labels(outcome="retried" if attempt == 1 else "skipped").inc()
+                log.warning("encoding_invalid", channel=channel, attempt=attempt, error=error)
+                continue
+            except LlmError as e:
+                d.metrics.encodings.labels(outcome="failed").inc()
+                log.warning("encoding_failed", channel=channel, error=str(e))
+                break
+            d.metrics.encodings.labels(outcome="encoded").inc()
+            self._tell(StoreEpisodes(channel, lines[-1].id, encoding_id, window.episodes,
+                                     window.facts, window.fact_turn_id, tuple(snaps)))
+            return None
+        else:
+            log.warning("encoding_skipped", channel=channel, transcript_from=lines[0].id,
+                        transcript_to=lines[-1].id, reason="two invalid answers")
+        self._tell(SaveSnapshots(encoding_id, tuple(snaps)))
+        return EncodeWindow(channel, stored=False)
+
+    # -- indexing --
+
+    def _index(self) -> None:
+        if self._indexing or self._retry is not None:
+            self._index_again = True
+            return
+        self._indexing = True
+        self._index_again = False
+        self._background(self._embed_batch, on_crash=IndexBatch(more=True, error="crashed"))
+
+    def _embed_batch(self) -> Any:
+        """On the background pool: embed the next batch of one kind and hand it to the writer."""
+        d = self._d
+        conn = d.read()
+        done = mq.progress(conn, d.space_id)
+        d.metrics.vectors_pending.set(mq.pending_estimate(conn, done))
+        for kind in INDEX_ORDER:
+            rows = mq.unembedded(conn, kind, done[kind], d.memory.embed_batch)
+            if rows:
+                break
+        else:
+            return IndexBatch(more=False)
+        try:
+            vectors = d.embedder.embed([text for _, text in rows],
+                                       timeout_s=d.memory.embed_timeout_s)
+        except Exception as e:  # EmbedError, or a broken embedder: try again later
+            d.metrics.embeddings.labels(result="error").inc(len(rows))
+            return IndexBatch(more=True, error=str(e))
+        d.metrics.embeddings.labels(result="ok").inc(len(rows))
+        self._tell(StoreVectors(d.space_id, d.embedder.kind, int(kind),
+                                tuple((i, v) for (i, _), v in zip(rows, vectors, strict=True)),
+                                rows[-1][0], more=True))
+        return None
+
+    def _indexed(self, more: bool, error: str | None) -> None:
+        self._indexing = False
+        if error is not None:
+            log.warning("embedding_paused", error=error, retry_in_s=self._backoff)
+            delay, self._backoff = self._backoff, min(BACKOFF_MAX_S, self._backoff * 2)
+            self._retry = self._d.clock.call_later(delay, lambda: self._tell_self(_Resume()))
+            return
+        self._backoff = BACKOFF_INITIAL_S
+        if more or self._index_again:
+            self._index()
+            return
+        self._d.metrics.vectors_pending.set(0)
+        for space_id in mq.stale_spaces(self._d.read(), self._d.space_id):
+            if space_id not in self._dropped:  # the current space has caught up
+                self._dropped.add(space_id)
+                log.info("vector_space_stale", space_id=space_id, current=self._d.space_id)
+                self._tell(DropSpace(space_id))
+
+    # -- plumbing --
+
+    def _background(self, job: Callable[[], Any], *, on_crash: Any) -> None:
+        context = structlog.contextvars.get_contextvars()
+
+        def run() -> None:
+            with structlog.contextvars.bound_contextvars(**context):
+                try:
+                    reply = job()
+                except Exception:
+                    log.exception("encoder_job_failed")
+                    reply = on_crash
+            if reply is not None:
+                self._tell_self(reply)
+
+        self._d.pool.submit(run)
+
+    def _tell(self, message: Any) -> None:
+        self._d.directory.tell("store_writer", message)
+
+    def _tell_self(self, message: Any) -> None:
+        try:
+            self.actor_ref.tell(message)
+        except pykka.ActorDeadError:
+            pass  # replaced or stopped; the successor sweeps at its start
+
+
+class _Resume(msgspec.Struct, frozen=True, tag=True):
+    """The embedding pause is over."""

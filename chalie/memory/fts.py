@@ -1,0 +1,106 @@
+"""Full-text search over memory without ever handing user text to MATCH.
+
+A query is cut into terms by SQLite's own FTS5 tokenizer (the one the index uses: porter over
+unicode61, diacritics removed), so quotes, `* : ( ) - ^`, AND/OR/NOT/NEAR and any other
+punctuation are split away or become plain words; each term is then written as a quoted string.
+Stop words are dropped, and of the rest the rarest in the index are searched first (their
+document frequencies come from the fts5vocab table): they say the most, and common words would
+make BM25 rank thousands of rows for nothing. A British or American spelling also searches for
+the other one ("favourite colour" finds "favorite color"), from the table knowledge keys are
+normalised with.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import weakref
+
+import apsw
+
+from chalie.memory.keys import SPELLINGS
+
+MAX_TERMS = 8  # the rarest terms of a query that are searched
+MAX_QUERY_CHARS = 4000  # a query longer than this is cut (a pasted document is not a query)
+
+# Common English words that carry no meaning for recall; tokenized like the index at first use.
+STOP_WORDS = frozenset("".join(
+    "a about above after again against all am an and any are as at be because been before being "
+    "below between both but by can could did do does doing down during each few for from further "
+    "had has have having he her here hers herself him himself his how i if in into is it its "
+    "itself just me more most my myself no nor not now of off on once only or other our ours "
+    "ourselves out over own same she should so some such than that the their theirs them "
+    "themselves then there these they this those through to too under until up very was we were "
+    "what when where which while who whom why will with would you your yours yourself yourselves "
+    "im ive id dont doesnt didnt cant wont isnt arent wasnt tell know think like get got also "
+    "please thanks thank hi hello hey ok okay yes yeah"
+).split())
+
+Tokenize = apsw.FTS5Tokenizer
+_WORD = re.compile(r"\w+")
+_BRITISH = {american: british for british, american in SPELLINGS.items()}
+
+
+_tokenizers: weakref.WeakKeyDictionary[apsw.Connection, tuple[Tokenize, frozenset[str]]] = (
+    weakref.WeakKeyDictionary())
+_lock = threading.Lock()
+
+
+def _tokenizer(conn: apsw.Connection) -> tuple[Tokenize, frozenset[str]]:
+    """The index's tokenizer on this connection, and the stop words as it spells them."""
+    with _lock:
+        found = _tokenizers.get(conn)
+    if found is None:
+        tokenize = conn.fts5_tokenizer(
+            "porter", ["unicode61", "remove_diacritics", "2"])
+        stops = frozenset(t for w in STOP_WORDS for t in _terms(tokenize, w))
+        found = (tokenize, stops)
+        with _lock:
+            _tokenizers[conn] = found
+    return found
+
+
+def _terms(tokenize: Tokenize, text: str) -> list[str]:
+    tokens = tokenize(text.encode("utf-8", "replace"), apsw.FTS5_TOKENIZE_QUERY, None,
+                      include_offsets=False, include_colocated=False)
+    return [t if isinstance(t, str) else str(t[-1]) for t in tokens]
+
+
+def query_terms(conn: apsw.Connection, text: str) -> list[str]:
+    """The distinct searchable terms of `text`, in order, without stop words."""
+    tokenize, stops = _tokenizer(conn)
+    text = text[:MAX_QUERY_CHARS]
+    variants = [v for w in _WORD.findall(text.casefold())
+                if (v := SPELLINGS.get(w) or _BRITISH.get(w))]
+    terms = _terms(tokenize, " ".join([text, *variants]))
+    return [t for t in dict.fromkeys(terms) if t not in stops]
+
+
+def match_expression(terms: list[str]) -> str:
+    """An FTS5 query that matches any of `terms`, each as a quoted string (so no term is ever
+    read as an operator, a column filter or a prefix)."""
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+
+
+def search(conn: apsw.Connection, text: str, limit: int, *, kind: int | None = None) -> list[int]:
+    """Memory keys of the items that best match `text` by BM25, best first; with `kind`, only
+    items of that kind (chalie.memory.items.Kind)."""
+    terms = query_terms(conn, text)
+    if not terms or limit <= 0:
+        return []
+    marks = ",".join("?" * len(terms))
+    frequency = {str(t): int(d) for t, d in conn.execute(
+        f"SELECT term, doc FROM memory_fts_terms WHERE term IN ({marks})", terms)}
+    present = sorted((t for t in terms if frequency.get(t)), key=lambda t: frequency[t])
+    if not present:
+        return []
+    expression = match_expression(present[:MAX_TERMS])
+    if kind is None:
+        rows = conn.execute(
+            "SELECT rowid FROM memory_fts WHERE memory_fts MATCH ? ORDER BY rank LIMIT ?",
+            (expression, limit)).fetchall()
+    else:
+        rows = conn.execute(
+            "SELECT rowid FROM memory_fts WHERE memory_fts MATCH ? AND (rowid & 3) = ? "
+            "ORDER BY rank LIMIT ?", (expression, int(kind), limit)).fetchall()
+    return [int(r[0]) for r in rows]  # type: ignore[arg-type]

@@ -1,0 +1,73 @@
+"""What memory is made of, and one integer key for any item of it.
+
+Transcript messages, episodes and knowledge live in their own tables with their own ids. The
+full-text index, the vector indexes and the retrieval strengths hold all three, keyed by the
+item's memory key: its id times 4 plus its kind. So one search returns one ranked list of keys.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import Literal
+
+import msgspec
+
+
+class Kind(IntEnum):
+    TRANSCRIPT = 1
+    EPISODE = 2
+    KNOWLEDGE = 3
+
+    @property
+    def label(self) -> KindName:
+        return _LABELS[self]
+
+
+KindName = Literal["message", "episode", "knowledge"]
+_LABELS: dict[Kind, KindName] = {
+    Kind.TRANSCRIPT: "message", Kind.EPISODE: "episode", Kind.KNOWLEDGE: "knowledge",
+}
+KnowledgeKind = Literal["fact", "trait", "preference"]
+KnowledgeSource = Literal["tool", "identity", "encoder"]
+
+
+def mkey(kind: Kind, item_id: int) -> int:
+    return item_id * 4 + int(kind)
+
+
+def split(key: int) -> tuple[Kind, int]:
+    return Kind(key & 3), key >> 2
+
+
+class Item(msgspec.Struct, frozen=True):
+    """One remembered thing, as recall and the prompt see it."""
+
+    mkey: int
+    kind: KindName
+    id: int
+    text: str  # what goes into the prompt and what is indexed
+    created_at: float  # when it was said or learned (episodes: when the window ended)
+    channel: str | None = None
+    role: str | None = None  # transcript: "user" or "assistant"
+    key: str | None = None  # knowledge
+    knowledge_kind: KnowledgeKind | None = None
+    salience: float | None = None  # episodes
+
+
+def episode_text(gist: str, intent: str, outcome: str, entities: list[str],
+                 open_loops: list[str]) -> str:
+    """An episode as one text, for the full-text index, the embedder and the prompt."""
+    parts = [gist.strip()]
+    if intent.strip():
+        parts.append(f"Intent: {intent.strip()}")
+    if outcome.strip():
+        parts.append(f"Outcome: {outcome.strip()}")
+    if entities:
+        parts.append("Entities: " + ", ".join(e.strip() for e in entities if e.strip()))
+    if open_loops:
+        parts.append("Open: " + "; ".join(o.strip() for o in open_loops if o.strip()))
+    return " | ".join(p for p in parts if p)
+
+
+def knowledge_text(key: str, value: str) -> str:
+    return f"{key}: {value}"

@@ -1,0 +1,144 @@
+"""Hybrid recall: one ranked list of transcript messages, episodes and knowledge for a query.
+
+Two rankings are fused by reciprocal rank fusion (RRF, k = 60):
+- full text: BM25 over the FTS5 index of every item (chalie.memory.fts);
+- vectors: cosine similarity of float32 vectors of the current embedder, over candidates from
+  a sqlite-vec KNN on binary-quantised vectors (Hamming distance) plus the full-text candidates
+  (a pre-filter: the float re-rank then reads a few dozen vectors, never all of them). The bit
+  index holds episodes, knowledge and the transcript messages no episode covers yet.
+Then each fused score is weighted by recency and by retrieval strength:
+    recency  = 1 / (1 + age_days / memory.recency_days)            (0.5 after recency_days)
+    strength = (1 + times_recalled) * (1 + days_since_last_recall) ** -memory.retrieval_decay
+    score    = rrf * (0.5 + 0.5 * recency) * (0.5 + strength / (1 + strength)) * salience
+where salience is 0.75 + 0.5 * an episode's salience (1 for other items). Strength is a power
+law of time that rises each time an item goes into a prompt (the turn records it). Time comes
+from the injected clock. When the query cannot be embedded, recall goes on with full text alone.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Collection
+
+import apsw
+import msgspec
+import structlog
+
+from chalie.clock import Clock
+from chalie.config import MemoryConfig
+from chalie.memory import fts
+from chalie.memory.embedders import Embedder
+from chalie.memory.items import Item, Kind, split
+from chalie.metrics import Metrics
+from chalie.store import memory_queries as mq
+
+log = structlog.get_logger("chalie.memory")
+
+RRF_K = 60
+CANDIDATES = 40  # items each ranking contributes
+MIN_SIMILARITY = 0.2  # vector hits below this cosine similarity are noise, not memory
+DAY_S = 86400.0
+
+
+class Hit(msgspec.Struct, frozen=True):
+    """A recalled item and why it ranked where it did."""
+
+    item: Item
+    score: float
+    rrf: float
+    fts_rank: int | None  # 1-based rank in the full-text list, or None
+    vector_rank: int | None
+    similarity: float | None
+    recency: float
+    strength: float
+
+
+class Recalled(msgspec.Struct, frozen=True):
+    hits: tuple[Hit, ...]
+    degraded: str | None = None  # why the vector ranking was left out, when it was
+
+
+class Recall:
+    def __init__(self, *, embedder: Embedder | None, space_id: int, config: MemoryConfig,
+                 clock: Clock, metrics: Metrics | None = None) -> None:
+        self._embedder = embedder
+        self._space_id = space_id
+        self._config = config
+        self._clock = clock
+        self._metrics = metrics
+
+    @property
+    def space_id(self) -> int:
+        return self._space_id
+
+    def recall(self, conn: apsw.Connection, query: str, k: int, *,
+               before_transcript_id: int | None = None,
+               exclude: Collection[int] = ()) -> Recalled:
+        """The `k` best items for `query`. Transcript messages with an id of at least
+        `before_transcript_id` (the ones already in the prompt's history) and the keys in
+        `exclude` are left out."""
+        started = time.perf_counter()
+
+        def eligible(key: int) -> bool:
+            if key in exclude:
+                return False
+            kind, item_id = split(key)
+            return not (kind is Kind.TRANSCRIPT and before_transcript_id is not None
+                        and item_id >= before_transcript_id)
+
+        if k <= 0 or not query.strip():
+            return Recalled(())
+        text_ranked = [key for key in fts.search(conn, query, 2 * CANDIDATES) if eligible(key)]
+        text_ranked = text_ranked[:CANDIDATES]
+        vector_ranked, similarity, degraded = self._vector_ranking(conn, query, text_ranked,
+                                                                   eligible)
+        fused: dict[int, float] = {}
+        for ranking in (text_ranked, vector_ranked):
+            for rank, key in enumerate(ranking, 1):
+                fused[key] = fused.get(key, 0.0) + 1.0 / (RRF_K + rank)
+        found = mq.items(conn, fused)
+        strengths = mq.strengths(conn, list(found))
+        text_rank = {key: r for r, key in enumerate(text_ranked, 1)}
+        vector_rank = {key: r for r, key in enumerate(vector_ranked, 1)}
+        now = self._clock.time()
+        hits = []
+        for key, item in found.items():
+            recency = 1.0 / (1.0 + max(0.0, now - item.created_at) / DAY_S
+                             / self._config.recency_days)
+            recalls, last = strengths.get(key, (0, item.created_at))
+            idle_days = max(0.0, now - last) / DAY_S
+            strength = (1 + recalls) * (1 + idle_days) ** -self._config.retrieval_decay
+            salience = 1.0 if item.salience is None else 0.75 + 0.5 * item.salience
+            score = fused[key] * (0.5 + 0.5 * recency) * (0.5 + strength / (1 + strength)) \
+                * salience
+            hits.append(Hit(item, score, fused[key], text_rank.get(key), vector_rank.get(key),
+                            similarity.get(key), recency, strength))
+        hits.sort(key=lambda h: (-h.score, -h.item.mkey))
+        if self._metrics is not None:
+            self._metrics.recall_seconds.observe(time.perf_counter() - started)
+        return Recalled(tuple(hits[:k]), degraded)
+
+    def _vector_ranking(self, conn: apsw.Connection, query: str, text_ranked: list[int],
+                        eligible: Callable[[int], bool],
+                        ) -> tuple[list[int], dict[int, float], str | None]:
+        if self._embedder is None:
+            return [], {}, "no embedder"
+        dim = mq.space_dim(conn, self._space_id)
+        if dim is None:
+            return [], {}, None  # nothing embedded yet in this space
+        try:
+            (vector,) = self._embedder.embed([query],
+                                             timeout_s=self._config.query_embed_timeout_s)
+        except Exception as e:  # EmbedError, or a broken embedder: recall must go on
+            log.warning("query_not_embedded", error=str(e), embedder=self._embedder.kind)
+            if self._metrics is not None:
+                self._metrics.recall_degraded.inc()
+            return [], {}, f"the query could not be embedded: {e}"
+        if len(vector) // 4 != dim:
+            return [], {}, f"the embedder gives {len(vector) // 4} dimensions, the index {dim}"
+        near = mq.nearest(conn, self._space_id, vector, CANDIDATES)
+        candidates = list(dict.fromkeys(k for k in (*near, *text_ranked) if eligible(k)))
+        scored = [(key, s) for key, s in mq.similarities(conn, self._space_id, vector,
+                                                           candidates) if s >= MIN_SIMILARITY]
+        scored = scored[:CANDIDATES]
+        return [key for key, _ in scored], dict(scored), None

@@ -1,0 +1,336 @@
+"""Memory writes for the StoreWriter; each runs inside the caller's transaction.
+
+Every item that can be recalled has a full-text row written in the same transaction as the
+item; its vector comes later (the Encoder embeds in the background) and goes into `vectors`
+(float32, for re-ranking) and the space's bit index `vec_index_<space>` (for the KNN scan).
+Forgetting an item removes it and all of those rows in one transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import apsw
+import msgspec
+
+from chalie.memory.items import Kind, episode_text, knowledge_text, mkey, split
+from chalie.memory.keys import normalise_key
+from chalie.store.effects import ForgetFact, RememberFact
+from chalie.store.queries import search_text
+
+MIN_FORGOTTEN_CHARS = 3  # shorter values are not blanked out of text (they would hit anything)
+
+
+class EpisodeRow(msgspec.Struct, frozen=True):
+    gist: str
+    intent: str
+    outcome: str
+    entities: tuple[str, ...]
+    open_loops: tuple[str, ...]
+    salience: float
+    valence: float
+    transcript_from: int
+    transcript_to: int
+    happened_at: float
+
+
+class SnapshotRow(msgspec.Struct, frozen=True):
+    """One LLM request exactly as sent, JSON-encoded where it is structured."""
+
+    call: int
+    purpose: str
+    system: str
+    messages: str
+    tools: str
+    response_format: str | None
+    created_at: float
+
+
+def vec_table(space_id: int) -> str:
+    return f"vec_index_{int(space_id)}"
+
+
+# -- the full-text and vector indexes --
+
+def index_text(conn: apsw.Connection, key: int, text: str) -> None:
+    conn.execute("INSERT INTO memory_fts (rowid, text) VALUES (?, ?)", (key, text))
+
+
+def unindex(conn: apsw.Connection, key: int) -> None:
+    """Remove an item's full-text row, vectors and bit-index entries, in every space."""
+    conn.execute("DELETE FROM memory_fts WHERE rowid = ?", (key,))
+    conn.execute("DELETE FROM vectors WHERE mkey = ?", (key,))
+    conn.execute("DELETE FROM memory_strength WHERE mkey = ?", (key,))
+    for space_id in _indexed_spaces(conn):
+        conn.execute(f"DELETE FROM {vec_table(space_id)} WHERE rowid = ?", (key,))
+
+
+def _indexed_spaces(conn: apsw.Connection) -> list[int]:
+    return [int(r[0]) for r in conn.execute(
+        "SELECT id FROM vector_spaces WHERE dim IS NOT NULL")]
+
+
+def add_transcript(conn: apsw.Connection, channel: str, turn_id: str | None, *, role: str,
+                   text: str, at: float) -> int:
+    conn.execute(
+        "INSERT INTO transcript (channel, turn_id, role, text, created_at) VALUES (?, ?, ?, ?, ?)",
+        (channel, turn_id, role, text, at),
+    )
+    item_id = conn.last_insert_rowid()
+    index_text(conn, mkey(Kind.TRANSCRIPT, item_id), text)
+    return item_id
+
+
+# -- knowledge --
+
+def remember(conn: apsw.Connection, fact: RememberFact, *, turn_id: str | None,
+             now: float) -> int | None:
+    """Store `fact`, superseding the current item with its key (normalised here too, so every
+    way in meets). Returns the new id, or None when nothing changed (same value, or the
+    current item is newer than the fact)."""
+    key = normalise_key(fact.key) or fact.key
+    if key != fact.key:
+        fact = msgspec.structs.replace(fact, key=key)
+    old = conn.execute(
+        "SELECT id, value, created_at FROM knowledge WHERE key = ? AND superseded_at IS NULL",
+        (fact.key,),
+    ).fetchone()
+    if old is not None:
+        old_id, old_value, old_at = int(old[0]), str(old[1]), float(old[2])
+        if old_value == fact.value:
+            return None
+        if fact.observed_at is not None and old_at > fact.observed_at:
+            return None  # the encoder read older messages than what is known now
+        conn.execute("UPDATE knowledge SET superseded_at = ? WHERE id = ?", (now, old_id))
+        unindex(conn, mkey(Kind.KNOWLEDGE, old_id))
+    conn.execute(
+        "INSERT INTO knowledge (key, value, turn_id, created_at, search_text, kind, source, "
+        "confidence) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (fact.key, fact.value, turn_id, now, search_text(fact.key, fact.value), fact.kind,
+         fact.source, min(1.0, max(0.0, fact.confidence))),
+    )
+    new_id = conn.last_insert_rowid()
+    if old is not None:
+        conn.execute("UPDATE knowledge SET superseded_by = ? WHERE id = ?", (new_id, old[0]))
+    index_text(conn, mkey(Kind.KNOWLEDGE, new_id), knowledge_text(fact.key, fact.value))
+    return new_id
+
+
+def forget_knowledge(conn: apsw.Connection, item_id: int, now: float) -> bool:
+    """Delete one knowledge item (current or superseded); False when there is none."""
+    row = conn.execute("SELECT value FROM knowledge WHERE id = ?", (item_id,)).fetchone()
+    if row is None:
+        return False
+    conn.execute("UPDATE knowledge SET superseded_by = NULL WHERE superseded_by = ?", (item_id,))
+    conn.execute("DELETE FROM knowledge WHERE id = ?", (item_id,))
+    unindex(conn, mkey(Kind.KNOWLEDGE, item_id))
+    _blank_out(conn, str(row[0]), now)
+    return True
+
+
+def forget_key(conn: apsw.Connection, key: str, now: float) -> bool:
+    row = conn.execute(
+        "SELECT id FROM knowledge WHERE key = ? AND superseded_at IS NULL",
+        (normalise_key(key) or key,),
+    ).fetchone()
+    return row is not None and forget_knowledge(conn, int(row[0]), now)
+
+
+def _blank_out(conn: apsw.Connection, value: str, now: float) -> None:
+    value = " ".join(value.split())
+    if len(value) >= MIN_FORGOTTEN_CHARS:
+        conn.execute("INSERT INTO forgotten (value, forgotten_at) VALUES (?, ?)", (value, now))
+
+
+def apply_fact(conn: apsw.Connection, effect: RememberFact | ForgetFact, *,
+               turn_id: str | None, now: float) -> None:
+    match effect:
+        case ForgetFact(key=key):
+            forget_key(conn, key, now)
+        case RememberFact():
+            remember(conn, effect, turn_id=turn_id, now=now)
+
+
+# -- episodes --
+
+def insert_episodes(conn: apsw.Connection, channel: str, episodes: Sequence[EpisodeRow], *,
+                    upto_transcript_id: int, encoding_id: str, now: float) -> list[int]:
+    """Store a window's episodes and move the channel's encoding mark to `upto_transcript_id`.
+    The transcript messages now covered leave the bit index (their episodes stand for them
+    in the vector search; the full-text index still finds them word for word)."""
+    ids = []
+    for e in episodes:
+        conn.execute(
+            "INSERT INTO episodes (channel, gist, intent, outcome, entities, open_loops, "
+            "salience, valence, transcript_from, transcript_to, encoding_id, happened_at, "
+            "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (channel, e.gist, e.intent, e.outcome, _json(e.entities), _json(e.open_loops),
+             e.salience, e.valence, e.transcript_from, e.transcript_to, encoding_id,
+             e.happened_at, now),
+        )
+        item_id = conn.last_insert_rowid()
+        ids.append(item_id)
+        text = episode_text(e.gist, e.intent, e.outcome, list(e.entities), list(e.open_loops))
+        index_text(conn, mkey(Kind.EPISODE, item_id), text)
+    row = conn.execute("SELECT upto_transcript_id FROM encodings WHERE channel = ?",
+                       (channel,)).fetchone()
+    before = int(row[0]) if row else 0
+    if upto_transcript_id > before:
+        conn.execute(
+            "INSERT INTO encodings (channel, upto_transcript_id, encoded_at) VALUES (?, ?, ?) "
+            "ON CONFLICT (channel) DO UPDATE SET upto_transcript_id = excluded.upto_transcript_id,"
+            " encoded_at = excluded.encoded_at",
+            (channel, upto_transcript_id, now),
+        )
+        covered = [mkey(Kind.TRANSCRIPT, int(r[0])) for r in conn.execute(
+            "SELECT id FROM transcript WHERE channel = ? AND id > ? AND id <= ?",
+            (channel, before, upto_transcript_id))]
+        for space_id in _indexed_spaces(conn):
+            conn.executemany(f"DELETE FROM {vec_table(space_id)} WHERE rowid = ?",
+                             [(k,) for k in covered])
+    return ids
+
+
+def forget_episode(conn: apsw.Connection, item_id: int) -> bool:
+    if conn.execute("SELECT 1 FROM episodes WHERE id = ?", (item_id,)).fetchone() is None:
+        return False
+    conn.execute("DELETE FROM episodes WHERE id = ?", (item_id,))
+    unindex(conn, mkey(Kind.EPISODE, item_id))
+    return True
+
+
+def _json(values: Sequence[str]) -> str:
+    return msgspec.json.encode(list(values)).decode()
+
+
+# -- vectors --
+
+def store_vectors(conn: apsw.Connection, space_id: int, embedder: str, kind: Kind,
+                  rows: Sequence[tuple[int, bytes]], *, upto_id: int, now: float) -> int:
+    """Store the vectors of items of one kind (rows of (item id, float32 vector)) and move the
+    space's progress for that kind to `upto_id`. Items forgotten or superseded since they were
+    read are skipped; so are transcript messages' bit-index entries once an episode covers
+    them. Returns how many vectors were stored."""
+    dims = {len(v) // 4 for _, v in rows}
+    if len(dims) > 1:
+        raise ValueError(f"vectors of different dimensions {sorted(dims)} in one batch")
+    stored = 0
+    if rows:
+        dim = dims.pop()
+        _ensure_index(conn, space_id, dim)
+        table = vec_table(space_id)
+        for item_id, vector in rows:
+            indexable = _indexable(conn, kind, item_id)
+            if indexable is None:
+                continue
+            key = mkey(kind, item_id)
+            conn.execute(
+                "INSERT OR REPLACE INTO vectors (space_id, mkey, embedder, dim, embedding, "
+                "created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                (space_id, key, embedder, dim, vector, now),
+            )
+            conn.execute(f"DELETE FROM {table} WHERE rowid = ?", (key,))
+            if indexable:
+                conn.execute(f"INSERT INTO {table} (rowid, bits) VALUES "
+                             "(?, vec_quantize_binary(?))", (key, vector))
+            stored += 1
+    conn.execute(
+        "INSERT INTO vector_progress (space_id, kind, upto_id) VALUES (?, ?, ?) "
+        "ON CONFLICT (space_id, kind) DO UPDATE SET upto_id = max(upto_id, excluded.upto_id)",
+        (space_id, int(kind), upto_id),
+    )
+    return stored
+
+
+def _ensure_index(conn: apsw.Connection, space_id: int, dim: int) -> None:
+    row = conn.execute("SELECT dim FROM vector_spaces WHERE id = ?", (space_id,)).fetchone()
+    if row is None:
+        raise ValueError(f"no vector space {space_id}")
+    if row[0] is None:
+        if dim % 8:
+            raise ValueError(f"a vector dimension of {dim} cannot be bit-indexed (not a "
+                             "multiple of 8)")
+        conn.execute("UPDATE vector_spaces SET dim = ? WHERE id = ?", (dim, space_id))
+        conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {vec_table(space_id)} "
+                     f"USING vec0(bits bit[{dim}])")
+    elif int(row[0]) != dim:
+        raise ValueError(f"vector space {space_id} holds {row[0]}-dimensional vectors, "
+                         f"got {dim}")
+
+
+def _indexable(conn: apsw.Connection, kind: Kind, item_id: int) -> bool | None:
+    """None: the item is gone (or superseded) and gets no vector. Otherwise whether it belongs
+    in the bit index (a transcript message covered by an episode does not)."""
+    match kind:
+        case Kind.TRANSCRIPT:
+            row = conn.execute(
+                "SELECT t.id > coalesce(e.upto_transcript_id, 0) FROM transcript AS t "
+                "LEFT JOIN encodings AS e ON e.channel = t.channel WHERE t.id = ?", (item_id,),
+            ).fetchone()
+            return None if row is None else bool(row[0])
+        case Kind.EPISODE:
+            found = conn.execute("SELECT 1 FROM episodes WHERE id = ?", (item_id,)).fetchone()
+        case Kind.KNOWLEDGE:
+            found = conn.execute("SELECT 1 FROM knowledge WHERE id = ? AND superseded_at IS "
+                                 "NULL", (item_id,)).fetchone()
+    return None if found is None else True
+
+
+def drop_space(conn: apsw.Connection, space_id: int, *, batch: int) -> bool:
+    """Remove up to `batch` vectors of a space no longer in use; True once it is all gone."""
+    conn.execute(
+        "DELETE FROM vectors WHERE space_id = ? AND mkey IN "
+        "(SELECT mkey FROM vectors WHERE space_id = ? LIMIT ?)", (space_id, space_id, batch),
+    )
+    if conn.execute("SELECT 1 FROM vectors WHERE space_id = ? LIMIT 1",
+                    (space_id,)).fetchone() is not None:
+        return False
+    conn.execute(f"DROP TABLE IF EXISTS {vec_table(space_id)}")
+    conn.execute("DELETE FROM vector_progress WHERE space_id = ?", (space_id,))
+    conn.execute("DELETE FROM vector_spaces WHERE id = ?", (space_id,))
+    return True
+
+
+def ensure_space(conn: apsw.Connection, name: str, now: float) -> int:
+    """The id of the vector space `name`, created if new (at start-up, before the actors)."""
+    row = conn.execute("SELECT id FROM vector_spaces WHERE name = ?", (name,)).fetchone()
+    if row is not None:
+        return int(row[0])
+    conn.execute("INSERT INTO vector_spaces (name, created_at) VALUES (?, ?)", (name, now))
+    return conn.last_insert_rowid()
+
+
+# -- retrieval strength and snapshots --
+
+def record_recalls(conn: apsw.Connection, keys: Sequence[int], now: float) -> None:
+    conn.executemany(
+        "INSERT INTO memory_strength (mkey, recalls, last_recalled_at) VALUES (?, 1, ?) "
+        "ON CONFLICT (mkey) DO UPDATE SET recalls = recalls + 1, last_recalled_at = "
+        "excluded.last_recalled_at",
+        [(k, now) for k in dict.fromkeys(keys) if _exists(conn, k)],
+    )
+
+
+def _exists(conn: apsw.Connection, key: int) -> bool:
+    kind, item_id = split(key)
+    table = {Kind.TRANSCRIPT: "transcript", Kind.EPISODE: "episodes",
+             Kind.KNOWLEDGE: "knowledge"}[kind]
+    return conn.execute(f"SELECT 1 FROM {table} WHERE id = ?", (item_id,)).fetchone() is not None
+
+
+def insert_snapshots(conn: apsw.Connection, turn_id: str, snapshots: Sequence[SnapshotRow]) -> None:
+    conn.executemany(
+        "INSERT INTO prompt_snapshots (turn_id, call, purpose, system, messages, tools, "
+        "response_format, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        [(turn_id, s.call, s.purpose, s.system, s.messages, s.tools, s.response_format,
+          s.created_at) for s in snapshots],
+    )
+
+
+def prune_snapshots(conn: apsw.Connection, keep_turns: int) -> None:
+    """Keep the snapshots of the `keep_turns` turns (or jobs) that stored snapshots last."""
+    conn.execute(
+        "DELETE FROM prompt_snapshots WHERE id < (SELECT min(first) FROM (SELECT min(id) AS "
+        "first FROM prompt_snapshots GROUP BY turn_id ORDER BY first DESC LIMIT ?))",
+        (keep_turns,),
+    )
