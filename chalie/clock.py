@@ -62,14 +62,15 @@ class SystemClock:
 
     def call_later(self, delay: float, callback: Callable[[], None]) -> Timer:
         timer = _Timer()
+        entry = (time.monotonic() + max(0.0, delay), next(self._order), timer, callback)
         with self._wake:
-            heapq.heappush(self._due, (time.monotonic() + max(0.0, delay), next(self._order),
-                                       timer, callback))
+            heapq.heappush(self._due, entry)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="chalie-timers",
                                                 daemon=True)
                 self._thread.start()
-            self._wake.notify()
+            if self._due[0] is entry:  # due before everything else: the thread must wake sooner
+                self._wake.notify()
         return timer
 
     def _run(self) -> None:

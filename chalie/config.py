@@ -79,6 +79,7 @@ class MemoryConfig(_Section, frozen=True):
     embed_timeout_s: float
     query_embed_timeout_s: float
     embed_batch: int
+    index_delay_s: float
     encode_every_rows: int
     encode_max_rows: int
     recall_k: int
@@ -143,7 +144,7 @@ _POSITIVE = {
 }
 _NON_NEGATIVE = {
     "llm.retries", "llm.retry_backoff_s", "act.history_turns", "supervisor.backoff_initial_s",
-    "supervisor.backoff_max_s", "memory.retrieval_decay",
+    "supervisor.backoff_max_s", "memory.retrieval_decay", "memory.index_delay_s",
     "context.identity", "context.state", "context.memory", "context.tools", "context.history",
 }
 CONTEXT_SHARES = ("identity", "state", "memory", "tools", "history")

@@ -9,15 +9,22 @@ from __future__ import annotations
 
 import msgspec
 
-from chalie.llm.types import ChatRequest, Usage, estimate_tokens
+from chalie.llm.types import ChatRequest, Usage
 
 _encode = msgspec.json.encode
 
 
+_tools_chars: tuple[object, int] = ((), 2)  # the last tool list measured, and its size
+
+
 def raw_estimate(request: ChatRequest) -> int:
-    tools = _encode([[t.name, t.description, t.parameters] for t in request.tools]).decode()
-    text = request.system + "".join(m.content for m in request.messages) + tools
-    return estimate_tokens(text)
+    global _tools_chars  # noqa: PLW0603  (a one-entry cache: every call of a turn has one list)
+    tools, chars = _tools_chars
+    if tools is not request.tools:
+        chars = len(_encode([[t.name, t.description, t.parameters] for t in request.tools]))
+        _tools_chars = (request.tools, chars)
+    text = len(request.system) + sum(len(m.content) for m in request.messages) + chars
+    return max(1, (text + 3) // 4) if text else 0
 
 
 class PromptBudget:

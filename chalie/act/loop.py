@@ -105,6 +105,7 @@ class ActLoop:
         self.tool_counts: Counter[str] = Counter()
         self._forced = False
         self._compacted = 0  # trail items the pending compaction request covers
+        self._history_text: tuple[tuple[HistoryLine, ...], bool, str] | None = None
 
     @property
     def system(self) -> str:
@@ -250,13 +251,19 @@ class ActLoop:
         )
 
     def render_history(self) -> str:
+        cached = self._history_text
+        if cached is not None and cached[0] is self.history and cached[1] == bool(self.state):
+            return cached[2]  # every request of a turn shows the same history
         f = self._prompts.fragment
         if not self.history:
-            return f("history_none_since_state") if self.state else f("history_empty")
-        return "\n".join(
-            f("history_person" if h.role == "user" else "history_assistant", text=h.text)
-            for h in self.history
-        )
+            text = f("history_none_since_state") if self.state else f("history_empty")
+        else:
+            text = "\n".join(
+                f("history_person" if h.role == "user" else "history_assistant", text=h.text)
+                for h in self.history
+            )
+        self._history_text = (self.history, bool(self.state), text)
+        return text
 
     def render_trail(self) -> str:
         f = self._prompts.fragment

@@ -13,17 +13,25 @@ from chalie.store.memory_writes import SnapshotRow
 _encode = msgspec.json.encode
 
 
+_tools_json: tuple[object, str] = ((), "[]")  # the last tool list encoded, and its JSON
+
+
 def snapshot(request: ChatRequest, *, call: int, purpose: str, now: float) -> SnapshotRow:
     """`purpose` says what the call was for: act, compact_trail, checkpoint, backstop,
     episode_encoding."""
+    global _tools_json  # noqa: PLW0603  (a one-entry cache: every call of a turn has one list)
+    tools, encoded = _tools_json
+    if tools is not request.tools:
+        encoded = _encode([{"name": t.name, "description": t.description,
+                            "parameters": t.parameters} for t in request.tools]).decode()
+        _tools_json = (request.tools, encoded)
     return SnapshotRow(
         call=call,
         purpose=purpose,
         system=request.system,
         messages=_encode([{"role": m.role, "content": m.content}
                           for m in request.messages]).decode(),
-        tools=_encode([{"name": t.name, "description": t.description,
-                        "parameters": t.parameters} for t in request.tools]).decode(),
+        tools=encoded,
         response_format=None if request.response_format is None else _encode(
             {"name": request.response_format.name,
              "schema": request.response_format.schema}).decode(),

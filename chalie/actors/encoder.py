@@ -7,17 +7,19 @@ Two background duties, both nudged by the StoreWriter after it stores something 
   answer that does not fit the schema is retried once; a second bad answer, or a failed call,
   skips the window (a log line and a metric) until the next nudge. At most one encoding per
   channel is in flight; nudges meanwhile are coalesced.
-- Indexing. Items are embedded in id order, one kind at a time, in batches of
-  `memory.embed_batch`, into the current embedder's vector space; the StoreWriter stores each
-  batch and says when, and the next batch starts. After a change of embedder the same pass
-  re-embeds everything, and once the new space has caught up the old ones are dropped. When
-  the embedder fails, the pass waits (doubling from 5 s to 5 min) and tries again.
+- Indexing. `memory.index_delay_s` after new items arrive, they are embedded in id order, one
+  kind at a time, in batches of `memory.embed_batch`, into the current embedder's vector space;
+  the StoreWriter stores each batch and says when, and the next batch starts. After a change
+  of embedder the same pass re-embeds everything, and once the new space has caught up the old
+  ones are dropped. When the embedder fails, the pass waits (doubling from 5 s to 5 min) and
+  tries again. An in-process embedder yields the GIL every few texts, so user turns go on.
 LLM and embedding calls run on the background pool: the mailbox never blocks, and user turns
 keep the main pool to themselves.
 """
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import Executor
@@ -58,6 +60,7 @@ log = structlog.get_logger("chalie.encoder")
 BACKOFF_INITIAL_S = 5.0
 BACKOFF_MAX_S = 300.0
 INDEX_ORDER = (Kind.KNOWLEDGE, Kind.EPISODE, Kind.TRANSCRIPT)  # small and valuable first
+IN_PROCESS_CHUNK = 4  # texts an in-process embedder embeds before the job yields the GIL
 
 
 class _Sweep(msgspec.Struct, frozen=True, tag=True):
@@ -88,6 +91,7 @@ class Encoder(SupervisedActor):
         self._indexing = False
         self._index_again = False
         self._retry: Timer | None = None
+        self._soon: Timer | None = None
         self._backoff = BACKOFF_INITIAL_S
         self._dropped: set[int] = set()
 
@@ -95,8 +99,9 @@ class Encoder(SupervisedActor):
         self._tell_self(_Sweep())
 
     def on_stop(self) -> None:
-        if self._retry is not None:
-            self._retry.cancel()
+        for timer in (self._retry, self._soon):
+            if timer is not None:
+                timer.cancel()
 
     def on_receive(self, message: Any) -> Any:
         with structlog.contextvars.bound_contextvars(actor="encoder"):
@@ -104,6 +109,9 @@ class Encoder(SupervisedActor):
                 case MemoryGrew(channel=channel):
                     if channel is not None:
                         self._maybe_encode(channel)
+                    self._index_soon()
+                case _IndexNow():
+                    self._soon = None
                     self._index()
                 case EncodeWindow(channel=channel, stored=stored):
                     self._encoding.discard(channel)
@@ -142,6 +150,8 @@ class Encoder(SupervisedActor):
         """On the background pool: one window, at most two LLM calls."""
         d = self._d
         lines = mq.window(d.read(), channel, upto, d.memory.encode_max_rows)
+        if not lines:
+            return EncodeWindow(channel, stored=False)
         snaps: list[SnapshotRow] = []
         error: str | None = None
         for attempt in (1, 2):
@@ -161,7 +171,7 @@ class Encoder(SupervisedActor):
                 log.warning("encoding_failed", channel=channel, error=str(e))
                 break
             d.metrics.encodings.labels(outcome="encoded").inc()
-            self._tell(StoreEpisodes(channel, lines[-1].id, encoding_id, window.episodes,
+            self._tell(StoreEpisodes(channel, upto, lines[-1].id, encoding_id, window.episodes,
                                      window.facts, window.fact_turn_id, tuple(snaps)))
             return None
         else:
@@ -171,6 +181,18 @@ class Encoder(SupervisedActor):
         return EncodeWindow(channel, stored=False)
 
     # -- indexing --
+
+    def _index_soon(self) -> None:
+        """Embed new items after memory.index_delay_s, so that what a conversation adds in that
+        time is embedded in one batch (one background job, one transaction) instead of a
+        batch per turn."""
+        delay = self._d.memory.index_delay_s
+        if delay <= 0:
+            self._index()
+        elif self._indexing or self._retry is not None:
+            self._index_again = True
+        elif self._soon is None:
+            self._soon = self._d.clock.call_later(delay, lambda: self._tell_self(_IndexNow()))
 
     def _index(self) -> None:
         if self._indexing or self._retry is not None:
@@ -192,9 +214,14 @@ class Encoder(SupervisedActor):
                 break
         else:
             return IndexBatch(more=False)
+        texts = [text for _, text in rows]
+        step = IN_PROCESS_CHUNK if d.embedder.in_process else len(texts)
         try:
-            vectors = d.embedder.embed([text for _, text in rows],
-                                       timeout_s=d.memory.embed_timeout_s)
+            vectors: list[bytes] = []
+            for start in range(0, len(texts), step):
+                vectors += d.embedder.embed(texts[start:start + step],
+                                            timeout_s=d.memory.embed_timeout_s)
+                time.sleep(0)  # give the GIL to any turn waiting for it
         except Exception as e:  # EmbedError, or a broken embedder: try again later
             d.metrics.embeddings.labels(result="error").inc(len(rows))
             return IndexBatch(more=True, error=str(e))
@@ -251,3 +278,7 @@ class Encoder(SupervisedActor):
 
 class _Resume(msgspec.Struct, frozen=True, tag=True):
     """The embedding pause is over."""
+
+
+class _IndexNow(msgspec.Struct, frozen=True, tag=True):
+    """The delay before embedding new items is over."""

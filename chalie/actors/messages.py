@@ -189,6 +189,7 @@ class StoreEpisodes(_Msg, frozen=True):
     facts); its encoding mark moves to `upto_transcript_id`."""
 
     channel: str
+    after_transcript_id: int  # the encoding mark the window started from
     upto_transcript_id: int
     encoding_id: str
     episodes: tuple[EpisodeRow, ...]

@@ -67,6 +67,7 @@ class SessionBase(SupervisedActor, abc.ABC):
         self._backstop_running = False
         self._work = Work(deps.pool, deps.provider, deps.metrics)
         self._token_ratio = 1.0  # real tokens per estimated token, learned from each turn
+        self._bare_tokens: int | None = None  # an empty prompt's size, for the backstop
 
     def _bare_loop(self, text: str, now: str) -> ActLoop:
         """A loop with no context yet: the context arrives before the first request."""

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import apsw
 import structlog
 
-from chalie.act.budget import PromptBudget
+from chalie.act.budget import PromptBudget, raw_estimate
 from chalie.act.snapshots import snapshot
 from chalie.actors.messages import CompactionReturned, SaveCheckpoint
 from chalie.actors.session_base import SessionBase
-from chalie.llm.types import ChatRequest
+from chalie.llm.types import ChatRequest, estimate_tokens
+from chalie.store import queries
 from chalie.store.records import StoredCompaction
 
 log = structlog.get_logger("chalie.session")
@@ -70,9 +72,12 @@ class CompactionMixin(SessionBase):
         d = self._deps
         if self._backstop_running:
             return
-        probe, upto = self._new_loop(d.read(), "", "", with_history=True)
         budget = PromptBudget(d.llm.context_window, d.act.compaction_threshold,
                               self._token_ratio)
+        conn = d.read()
+        if budget.ratio * self._rough_tokens(conn) <= budget.limit:
+            return  # well within: no need to render the probe prompt
+        probe, upto = self._new_loop(conn, "", "", with_history=True)
         tokens = budget.tokens(probe.request())
         if tokens <= budget.limit or not probe.history:
             return
@@ -93,3 +98,16 @@ class CompactionMixin(SessionBase):
 
         self._submit(job, turn_id="backstop")
 
+    def _rough_tokens(self, conn: apsw.Connection) -> int:
+        """A quick upper estimate of the next prompt's size without its context sections:
+        the bare prompt (measured once) plus each line of history since the checkpoint."""
+        d = self._deps
+        if self._bare_tokens is None:
+            bare, _ = self._new_loop(conn, "", "", with_history=False)
+            self._bare_tokens = raw_estimate(bare.request())
+        checkpoint = queries.latest_checkpoint(conn, self.channel)
+        history = queries.recent_transcript(
+            conn, self.channel, 2 * d.act.history_turns,
+            after_id=checkpoint.upto_transcript_id if checkpoint else 0)
+        state = estimate_tokens(checkpoint.text) if checkpoint else 0
+        return self._bare_tokens + state + sum(estimate_tokens(h.text) + 4 for h in history)

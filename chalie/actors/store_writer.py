@@ -15,6 +15,7 @@ from typing import Any
 
 import apsw
 import msgspec
+import pykka
 import structlog
 
 from chalie.actors.messages import (
@@ -52,7 +53,7 @@ Row = tuple[int, str, str | None, str]  # seq, type, exchange_id, encoded frame
 MAX_BATCH = 256  # messages that may share one transaction
 PRUNE_EVERY = 100  # prune a channel's event log each time its seq crosses a multiple of this
 PRUNE_SNAPSHOTS_EVERY = 20  # prune prompt snapshots after this many stored turns
-DROP_BATCH = 5000  # vectors of an unused space removed per transaction
+DROP_BATCH = 500  # vectors of an unused space removed per transaction (each a few ms)
 INTERRUPTED = "this turn was interrupted by a server fault before it finished; please send it again"
 
 
@@ -247,9 +248,15 @@ class StoreWriter(SupervisedActor):
             memory_writes.prune_snapshots(self.conn, self._snapshots_kept)
 
     def _tell_encoder(self, message: Any) -> None:
+        """Nudge the Encoder, if one is running. One that is not (being restarted, or never
+        started) misses nothing: its successor sweeps the store when it starts."""
         ref = self._directory.get("encoder")
-        if ref is not None:  # not running (tests without one, or restarting): nothing to nudge
+        if ref is None:
+            return
+        try:
             ref.tell(message)
+        except pykka.ActorDeadError:
+            pass
 
     def _store_episodes(self, m: StoreEpisodes) -> None:
         now = self._clock.time()
@@ -257,13 +264,20 @@ class StoreWriter(SupervisedActor):
             with db.immediate(self.conn):
                 ids = memory_writes.insert_episodes(
                     self.conn, m.channel, m.episodes, upto_transcript_id=m.upto_transcript_id,
-                    encoding_id=m.encoding_id, now=now)
-                for fact in m.facts:
-                    memory_writes.apply_fact(self.conn, fact, turn_id=m.fact_turn_id, now=now)
+                    encoding_id=m.encoding_id, now=now, after_transcript_id=m.after_transcript_id)
+                if ids is not None:
+                    for fact in m.facts:
+                        memory_writes.apply_fact(self.conn, fact, turn_id=m.fact_turn_id,
+                                                 now=now)
                 memory_writes.insert_snapshots(self.conn, m.encoding_id, m.snapshots)
         except Exception as e:  # the window is tried again at the next trigger
             log.error("episodes_not_stored", channel=m.channel, error=repr(e))
             self._tell_encoder(EncodeWindow(m.channel, stored=False))
+            return
+        if ids is None:  # a window another encoder instance stored first
+            log.info("episodes_already_stored", channel=m.channel, encoding_id=m.encoding_id,
+                     after_transcript_id=m.after_transcript_id)
+            self._tell_encoder(EncodeWindow(m.channel, stored=True))
             return
         self._metrics.episodes.inc(len(ids))
         log.info("episodes_stored", channel=m.channel, episodes=len(ids), facts=len(m.facts),

@@ -23,7 +23,8 @@ from chalie.edge.rest_base import (
 )
 from chalie.memory import fts
 from chalie.memory.items import Kind, split
-from chalie.memory.recall import Hit
+from chalie.memory.recall import Hit, Recalled
+from chalie.memory.redact import Redactor
 from chalie.store import memory_queries as mq
 
 MAX_QUERY_CHARS = 1000
@@ -87,14 +88,21 @@ class SearchHandler(AuthedHandler):
         recall = self.ctx.recall
         if recall is None:
             raise ApiError(503, "memory search is not available on this server")
-        recalled = await self.off_loop(lambda: recall.recall(self.ctx.read(), query, k))
+
+        def search() -> tuple[Recalled, Redactor]:
+            conn = self.ctx.read()
+            return recall.recall(conn, query, k), Redactor(mq.forgotten(conn))
+
+        recalled, redact = await self.off_loop(search)
         self.write_json({"query": query, "degraded": recalled.degraded,
-                         "results": [_result(hit) for hit in recalled.hits]})
+                         "results": [_result(hit, redact) for hit in recalled.hits]})
 
 
-def _result(hit: Hit) -> dict[str, Any]:
+def _result(hit: Hit, redact: Redactor) -> dict[str, Any]:
+    """A hit as the model would see it: what the person forgot is blanked out of older text."""
     item = hit.item
-    return {"kind": item.kind, "id": item.id, "text": item.text, "created_at": item.created_at,
+    text = redact(item.text, item.created_at)
+    return {"kind": item.kind, "id": item.id, "text": text, "created_at": item.created_at,
             "channel": item.channel, "role": item.role, "key": item.key, "score": hit.score,
             "rrf": hit.rrf, "fts_rank": hit.fts_rank, "vector_rank": hit.vector_rank,
             "similarity": hit.similarity, "recency": hit.recency, "strength": hit.strength}

@@ -110,7 +110,8 @@ class OpenAICompatProvider:
                 time.sleep(delay)
 
     def _body(self, request: ChatRequest) -> bytes:
-        messages = [{"role": "system", "content": request.system}]
+        # An empty system prompt (compaction, encoding) is left out: some servers refuse one.
+        messages = [{"role": "system", "content": request.system}] if request.system else []
         messages += [{"role": m.role, "content": m.content} for m in request.messages]
         body: dict[str, Any] = {"model": self._model, "messages": messages, "stream": False}
         if request.tools:

@@ -104,7 +104,7 @@ def build(
     memory_pieces = []
     for hit in found.hits:
         line = redact(_memory_line(prompts, hit), hit.item.created_at)
-        memory_pieces.append(Piece(hit, tokens(line), hit.score))
+        memory_pieces.append(Piece((hit, line), tokens(line), hit.score))
     tool_pieces: list[Piece[object]] = [
         Piece(t, tokens(_encode([t.name, t.description, t.parameters]).decode()), 0.0)
         for t in tools
@@ -116,15 +116,15 @@ def build(
     budgets = assembly.budgets(settings.context_window, settings.reply_reserve, settings.shares)
     fitted = assembly.assemble(budgets, identity=identity_pieces, state=state_pieces,
                                memory=memory_pieces, tools=tool_pieces, history=history_pieces)
-    kept_hits = [p.value for p in fitted.memory]
+    kept = [p.value for p in fitted.memory]
     person = "\n".join(p.value for p in fitted.identity[1:]) or f("identity_empty")
     return TurnContext(
         identity=person,
         state=fitted.state[0].value if fitted.state else "",
-        memory="\n".join(redact(_memory_line(prompts, h), h.item.created_at) for h in kept_hits),
+        memory="\n".join(line for _, line in kept),
         history=tuple(p.value for p in fitted.history),  # type: ignore[misc]
         tools=tuple(p.value for p in fitted.tools),  # type: ignore[misc]
-        recalled=tuple(h.item.mkey for h in kept_hits),
+        recalled=tuple(hit.item.mkey for hit, _ in kept),
         history_upto=upto,
         tokens={"identity": assembly.used(fitted.identity), "state": assembly.used(fitted.state),
                 "memory": assembly.used(fitted.memory), "tools": assembly.used(fitted.tools),

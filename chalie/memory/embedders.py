@@ -37,6 +37,12 @@ LOCAL_INSTALL = "pip install 'chalie[local]'"
 class Embedder(Protocol):
     kind: str  # "hashed" | "openai" | "local": the memory.embedder value; stored on every vector
     space: str  # the vector space; vectors are comparable only within one space
+    # Whether sign bits of its vectors keep their neighbourhoods (true of dense semantic
+    # embeddings): recall then adds a bit-quantised KNN to the candidates it re-ranks.
+    binary_knn: bool
+    # Whether it computes on the calling thread (holding the GIL for Python code): background
+    # batches then embed a few texts at a time and let user turns run in between.
+    in_process: bool
 
     def embed(self, texts: Sequence[str], *, timeout_s: float) -> list[bytes]:
         """One vector per text, in order: float32 little-endian bytes, L2-normalised (norm 1),
@@ -119,6 +125,11 @@ class HashedEmbedder:
 
     kind = "hashed"
     space = f"hashed-v1-{HASHED_DIM}"
+    # Sparse hashed features quantise badly: the sign bits of a short query and of the message
+    # it came from agree little better than chance (measured: the right item among 40 bit
+    # neighbours a quarter of the time), so recall re-ranks full-text candidates instead.
+    binary_knn = False
+    in_process = True
 
     def embed(self, texts: Sequence[str], *, timeout_s: float) -> list[bytes]:
         return [self.embed_one(text) for text in texts]
@@ -164,6 +175,8 @@ class OpenAIEmbedder:
     """
 
     kind = "openai"
+    binary_knn = True
+    in_process = False
 
     def __init__(
         self,
@@ -290,6 +303,8 @@ class LocalEmbedder:
     """
 
     kind = "local"
+    binary_knn = True
+    in_process = True
     space = f"local:{LOCAL_MODEL}"
 
     def __init__(self, model: Any = None) -> None:

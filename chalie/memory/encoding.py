@@ -110,14 +110,19 @@ def parse(text: str) -> Encoding:
         if isinstance(fact, dict) and isinstance(fact.get("line"), int) and fact["line"] < 1:
             fact["line"] = 1
     try:
-        return msgspec.convert(raw, Encoding)
+        encoding = msgspec.convert(raw, Encoding)
     except msgspec.ValidationError as e:
         raise StructuredOutputError(f"the reply does not match the schema: {e}") from None
+    for n, episode in enumerate(encoding.episodes):
+        if not episode.gist.strip():
+            raise StructuredOutputError(f"`$.episodes[{n}].gist` is blank")
+    return encoding
 
 
 def to_window(encoding: Encoding, lines: Sequence[WindowLine]) -> Window:
     """Line numbers become transcript ids (pulled into the window), texts are trimmed, fact
-    keys normalised; a fact whose key normalises to nothing is dropped."""
+    keys normalised; a fact whose key normalises to nothing, or is longer than a key may be,
+    is dropped (never cut: two long keys must not become one)."""
     last = len(lines)
 
     def line_at(n: int) -> WindowLine:
@@ -135,9 +140,9 @@ def to_window(encoding: Encoding, lines: Sequence[WindowLine]) -> Window:
         ))
     facts = []
     for fact in encoding.facts:
-        key = normalise_key(fact.key)[:MAX_KEY_CHARS]
+        key = normalise_key(fact.key)
         value = _trim(fact.value, MAX_VALUE)
-        if key and value:
+        if key and value and len(fact.key) <= MAX_KEY_CHARS:
             facts.append(RememberFact(
                 key=key, value=value, kind="trait" if key == "name" else fact.kind,
                 source="encoder", confidence=ENCODER_CONFIDENCE,

@@ -3,9 +3,10 @@
 A query is cut into terms by SQLite's own FTS5 tokenizer (the one the index uses: porter over
 unicode61, diacritics removed), so quotes, `* : ( ) - ^`, AND/OR/NOT/NEAR and any other
 punctuation are split away or become plain words; each term is then written as a quoted string.
-Stop words are dropped, and of the rest the rarest in the index are searched first (their
-document frequencies come from the fts5vocab table): they say the most, and common words would
-make BM25 rank thousands of rows for nothing. A British or American spelling also searches for
+Stop words are dropped, and of the rest the rarest in the index are searched (their document
+frequencies come from the fts5vocab table), as many as match at most MAX_POSTINGS rows together:
+rare words say the most, and words in every other message would make BM25 rank thousands of
+rows, on every turn, for next to nothing. A British or American spelling also searches for
 the other one ("favourite colour" finds "favorite color"), from the table knowledge keys are
 normalised with.
 """
@@ -21,6 +22,7 @@ import apsw
 from chalie.memory.keys import SPELLINGS
 
 MAX_TERMS = 8  # the rarest terms of a query that are searched
+MAX_POSTINGS = 2000  # rows those terms may match together (the rarest term is always searched)
 MAX_QUERY_CHARS = 4000  # a query longer than this is cut (a pasted document is not a query)
 
 # Common English words that carry no meaning for recall; tokenized like the index at first use.
@@ -32,8 +34,10 @@ STOP_WORDS = frozenset("".join(
     "ourselves out over own same she should so some such than that the their theirs them "
     "themselves then there these they this those through to too under until up very was we were "
     "what when where which while who whom why will with would you your yours yourself yourselves "
-    "im ive id dont doesnt didnt cant wont isnt arent wasnt tell know think like get got also "
-    "please thanks thank hi hello hey ok okay yes yeah"
+    "tell get got also please thanks thank hi hello hey ok okay yes yeah "
+    # what the tokenizer leaves of contractions, which it splits at the apostrophe:
+    # I'm, it's, don't, we'll, you're, I've, I'd, isn't ...
+    "m s t ll re ve d don doesn didn isn aren wasn weren hasn haven hadn couldn shouldn wouldn"
 ).split())
 
 Tokenize = apsw.FTS5Tokenizer
@@ -94,7 +98,14 @@ def search(conn: apsw.Connection, text: str, limit: int, *, kind: int | None = N
     present = sorted((t for t in terms if frequency.get(t)), key=lambda t: frequency[t])
     if not present:
         return []
-    expression = match_expression(present[:MAX_TERMS])
+    chosen: list[str] = []
+    postings = 0
+    for term in present[:MAX_TERMS]:  # rarest first, while BM25 has few rows to rank
+        if chosen and postings + frequency[term] > MAX_POSTINGS:
+            break
+        chosen.append(term)
+        postings += frequency[term]
+    expression = match_expression(chosen)
     if kind is None:
         rows = conn.execute(
             "SELECT rowid FROM memory_fts WHERE memory_fts MATCH ? ORDER BY rank LIMIT ?",

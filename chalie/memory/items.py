@@ -35,8 +35,11 @@ def mkey(kind: Kind, item_id: int) -> int:
     return item_id * 4 + int(kind)
 
 
+_BY_CODE = (Kind.TRANSCRIPT, Kind.TRANSCRIPT, Kind.EPISODE, Kind.KNOWLEDGE)  # 0 is never used
+
+
 def split(key: int) -> tuple[Kind, int]:
-    return Kind(key & 3), key >> 2
+    return _BY_CODE[key & 3], key >> 2
 
 
 class Item(msgspec.Struct, frozen=True):
@@ -55,18 +58,16 @@ class Item(msgspec.Struct, frozen=True):
 
 
 def episode_text(gist: str, intent: str, outcome: str, entities: list[str],
-                 open_loops: list[str]) -> str:
-    """An episode as one text, for the full-text index, the embedder and the prompt."""
-    parts = [gist.strip()]
-    if intent.strip():
-        parts.append(f"Intent: {intent.strip()}")
-    if outcome.strip():
-        parts.append(f"Outcome: {outcome.strip()}")
-    if entities:
-        parts.append("Entities: " + ", ".join(e.strip() for e in entities if e.strip()))
-    if open_loops:
-        parts.append("Open: " + "; ".join(o.strip() for o in open_loops if o.strip()))
-    return " | ".join(p for p in parts if p)
+                 open_loops: list[str], *, labels: bool = True) -> str:
+    """An episode as one text: with labels for the prompt ("Intent: ..."); without them for the
+    full-text index and the embedder, where a label word in every episode would match any
+    query that says "open" or "outcome"."""
+    entity_list = ", ".join(e.strip() for e in entities if e.strip())
+    loop_list = "; ".join(o.strip() for o in open_loops if o.strip())
+    parts = [("", gist), ("Intent: ", intent), ("Outcome: ", outcome),
+             ("Entities: ", entity_list), ("Open: ", loop_list)]
+    return " | ".join((label if labels else "") + text.strip()
+                      for label, text in parts if text.strip())
 
 
 def knowledge_text(key: str, value: str) -> str:

@@ -2,13 +2,16 @@
 
 Two rankings are fused by reciprocal rank fusion (RRF, k = 60):
 - full text: BM25 over the FTS5 index of every item (chalie.memory.fts);
-- vectors: cosine similarity of float32 vectors of the current embedder, over candidates from
-  a sqlite-vec KNN on binary-quantised vectors (Hamming distance) plus the full-text candidates
-  (a pre-filter: the float re-rank then reads a few dozen vectors, never all of them). The bit
-  index holds episodes, knowledge and the transcript messages no episode covers yet.
+- vectors: cosine similarity of float32 vectors of the current embedder, over a pre-filtered
+  set of candidates, so the float re-rank reads a hundred vectors or so, never all of them: the
+  full-text candidates, the newest episodes and facts, and, for embedders whose vectors keep
+  their neighbourhoods in sign bits (semantic ones; `Embedder.binary_knn`), a sqlite-vec KNN on
+  binary-quantised vectors (Hamming distance). The bit index holds episodes, knowledge and the
+  transcript messages no episode covers yet.
 Then each fused score is weighted by recency and by retrieval strength:
     recency  = 1 / (1 + age_days / memory.recency_days)            (0.5 after recency_days)
     strength = (1 + times_recalled) * (1 + days_since_last_recall) ** -memory.retrieval_decay
+               (an item never recalled counts from when it was stored)
     score    = rrf * (0.5 + 0.5 * recency) * (0.5 + strength / (1 + strength)) * salience
 where salience is 0.75 + 0.5 * an episode's salience (1 for other items). Strength is a power
 law of time that rises each time an item goes into a prompt (the turn records it). Time comes
@@ -36,6 +39,7 @@ log = structlog.get_logger("chalie.memory")
 
 RRF_K = 60
 CANDIDATES = 40  # items each ranking contributes
+NEWEST = 20  # the newest episodes and facts, always among the vector candidates
 MIN_SIMILARITY = 0.2  # vector hits below this cosine similarity are noise, not memory
 DAY_S = 86400.0
 
@@ -135,9 +139,16 @@ class Recall:
                 self._metrics.recall_degraded.inc()
             return [], {}, f"the query could not be embedded: {e}"
         if len(vector) // 4 != dim:
-            return [], {}, f"the embedder gives {len(vector) // 4} dimensions, the index {dim}"
-        near = mq.nearest(conn, self._space_id, vector, CANDIDATES)
-        candidates = list(dict.fromkeys(k for k in (*near, *text_ranked) if eligible(k)))
+            problem = f"the embedder gives {len(vector) // 4} dimensions, the index {dim}"
+            log.warning("query_not_comparable", error=problem, embedder=self._embedder.kind)
+            if self._metrics is not None:
+                self._metrics.recall_degraded.inc()
+            return [], {}, problem
+        near = mq.nearest(conn, self._space_id, vector, CANDIDATES) \
+            if self._embedder.binary_knn else []
+        newest = mq.newest(conn, NEWEST)
+        candidates = list(dict.fromkeys(k for k in (*near, *text_ranked, *newest)
+                                        if eligible(k)))
         scored = [(key, s) for key, s in mq.similarities(conn, self._space_id, vector,
                                                            candidates) if s >= MIN_SIMILARITY]
         scored = scored[:CANDIDATES]

@@ -19,6 +19,7 @@ import sqlite_vec
 from chalie.errors import StoreError
 
 DB_FILE = "chalie.db"
+READER_MMAP_BYTES = 256 * 2**20
 
 
 def _load_vec(conn: apsw.Connection) -> None:
@@ -51,6 +52,8 @@ def connect(
         conn.create_scalar_function("casefold", _casefold, 1, deterministic=True)
         if not readonly:
             conn.execute("PRAGMA journal_mode = WAL")
+        else:  # recall reads vectors and index pages at random: map them instead of copying
+            conn.execute(f"PRAGMA mmap_size = {READER_MMAP_BYTES}")
         conn.execute(f"PRAGMA synchronous = {synchronous}")
         conn.execute("PRAGMA foreign_keys = ON")
     except apsw.Error as e:
@@ -77,16 +80,26 @@ def migrate(conn: apsw.Connection) -> int:
 
     conn.create_scalar_function("chalie_key", chalie_key, 1, deterministic=True)
     (version,) = conn.execute("PRAGMA user_version").fetchone()  # type: ignore[misc]
-    for number, name, sql in _migrations():
-        if number <= version:
-            continue
-        try:
-            with conn:
-                conn.execute(sql)
-                conn.execute(f"PRAGMA user_version = {number}")
-        except apsw.Error as e:
-            raise StoreError(f"migration {name} failed: {e}") from e
-        version = number
+    # As SQLite advises for migrations that rebuild a table: foreign keys off (it cannot be
+    # changed inside a transaction), then checked before each migration commits.
+    conn.execute("PRAGMA foreign_keys = OFF")
+    try:
+        for number, name, sql in _migrations():
+            if number <= version:
+                continue
+            try:
+                with conn:
+                    conn.execute(sql)
+                    broken = conn.execute("PRAGMA foreign_key_check").fetchall()
+                    if broken:
+                        raise StoreError(f"migration {name} left broken foreign keys: "
+                                         f"{broken[:5]}")
+                    conn.execute(f"PRAGMA user_version = {number}")
+            except apsw.Error as e:
+                raise StoreError(f"migration {name} failed: {e}") from e
+            version = number
+    finally:
+        conn.execute("PRAGMA foreign_keys = ON")
     return int(version)
 
 

@@ -70,6 +70,15 @@ def nearest(conn: apsw.Connection, space_id: int, query: bytes, k: int) -> list[
     return [int(r[0]) for r in rows]  # type: ignore[arg-type]
 
 
+def newest(conn: apsw.Connection, limit: int) -> list[int]:
+    """Memory keys of the newest `limit` episodes and the newest `limit` current facts."""
+    episodes = conn.execute("SELECT id FROM episodes ORDER BY id DESC LIMIT ?", (limit,))
+    facts = conn.execute("SELECT id FROM knowledge WHERE superseded_at IS NULL "
+                         "ORDER BY id DESC LIMIT ?", (limit,))
+    return [*(mkey(Kind.EPISODE, int(r[0])) for r in episodes.fetchall()),  # type: ignore[arg-type]
+            *(mkey(Kind.KNOWLEDGE, int(r[0])) for r in facts.fetchall())]  # type: ignore[arg-type]
+
+
 def similarities(conn: apsw.Connection, space_id: int, query: bytes,
                  keys: Sequence[int]) -> list[tuple[int, float]]:
     """(memory key, cosine similarity of its float vector to `query`), most similar first."""
@@ -135,7 +144,7 @@ def unembedded(conn: apsw.Connection, kind: Kind, after_id: int,
             _, gist, intent, outcome, entities, loops = row
             out.append((int(row[0]), episode_text(
                 str(gist), str(intent), str(outcome), _decode_list(str(entities)),
-                _decode_list(str(loops)))))
+                _decode_list(str(loops)), labels=False)))
         else:
             out.append((int(row[0]), knowledge_text(str(row[1]), str(row[2]))))
     return out

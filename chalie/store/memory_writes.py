@@ -101,12 +101,15 @@ def remember(conn: apsw.Connection, fact: RememberFact, *, turn_id: str | None,
             return None
         if fact.observed_at is not None and old_at > fact.observed_at:
             return None  # the encoder read older messages than what is known now
-        conn.execute("UPDATE knowledge SET superseded_at = ? WHERE id = ?", (now, old_id))
+    # A fact is true from when it was said: now, or (read from older messages) then.
+    since = now if fact.observed_at is None else min(now, fact.observed_at)
+    if old is not None:
+        conn.execute("UPDATE knowledge SET superseded_at = ? WHERE id = ?", (since, old_id))
         unindex(conn, mkey(Kind.KNOWLEDGE, old_id))
     conn.execute(
         "INSERT INTO knowledge (key, value, turn_id, created_at, search_text, kind, source, "
         "confidence) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        (fact.key, fact.value, turn_id, now, search_text(fact.key, fact.value), fact.kind,
+        (fact.key, fact.value, turn_id, since, search_text(fact.key, fact.value), fact.kind,
          fact.source, min(1.0, max(0.0, fact.confidence))),
     )
     new_id = conn.last_insert_rowid()
@@ -154,10 +157,17 @@ def apply_fact(conn: apsw.Connection, effect: RememberFact | ForgetFact, *,
 # -- episodes --
 
 def insert_episodes(conn: apsw.Connection, channel: str, episodes: Sequence[EpisodeRow], *,
-                    upto_transcript_id: int, encoding_id: str, now: float) -> list[int]:
+                    upto_transcript_id: int, encoding_id: str, now: float,
+                    after_transcript_id: int | None = None) -> list[int] | None:
     """Store a window's episodes and move the channel's encoding mark to `upto_transcript_id`.
     The transcript messages now covered leave the bit index (their episodes stand for them
-    in the vector search; the full-text index still finds them word for word)."""
+    in the vector search; the full-text index still finds them word for word). With
+    `after_transcript_id`, the window must start at the channel's mark: when the mark has
+    moved meanwhile (another encoder instance stored this window), nothing is stored and the
+    result is None."""
+    if after_transcript_id is not None and \
+            encoded_mark(conn, channel) != after_transcript_id:
+        return None
     ids = []
     for e in episodes:
         conn.execute(
@@ -170,11 +180,10 @@ def insert_episodes(conn: apsw.Connection, channel: str, episodes: Sequence[Epis
         )
         item_id = conn.last_insert_rowid()
         ids.append(item_id)
-        text = episode_text(e.gist, e.intent, e.outcome, list(e.entities), list(e.open_loops))
+        text = episode_text(e.gist, e.intent, e.outcome, list(e.entities), list(e.open_loops),
+                            labels=False)
         index_text(conn, mkey(Kind.EPISODE, item_id), text)
-    row = conn.execute("SELECT upto_transcript_id FROM encodings WHERE channel = ?",
-                       (channel,)).fetchone()
-    before = int(row[0]) if row else 0
+    before = encoded_mark(conn, channel)
     if upto_transcript_id > before:
         conn.execute(
             "INSERT INTO encodings (channel, upto_transcript_id, encoded_at) VALUES (?, ?, ?) "
@@ -189,6 +198,12 @@ def insert_episodes(conn: apsw.Connection, channel: str, episodes: Sequence[Epis
             conn.executemany(f"DELETE FROM {vec_table(space_id)} WHERE rowid = ?",
                              [(k,) for k in covered])
     return ids
+
+
+def encoded_mark(conn: apsw.Connection, channel: str) -> int:
+    row = conn.execute("SELECT upto_transcript_id FROM encodings WHERE channel = ?",
+                       (channel,)).fetchone()
+    return int(row[0]) if row else 0
 
 
 def forget_episode(conn: apsw.Connection, item_id: int) -> bool:
@@ -278,10 +293,8 @@ def _indexable(conn: apsw.Connection, kind: Kind, item_id: int) -> bool | None:
 
 def drop_space(conn: apsw.Connection, space_id: int, *, batch: int) -> bool:
     """Remove up to `batch` vectors of a space no longer in use; True once it is all gone."""
-    conn.execute(
-        "DELETE FROM vectors WHERE space_id = ? AND mkey IN "
-        "(SELECT mkey FROM vectors WHERE space_id = ? LIMIT ?)", (space_id, space_id, batch),
-    )
+    conn.execute("DELETE FROM vectors WHERE id IN (SELECT id FROM vectors WHERE space_id = ? "
+                 "LIMIT ?)", (space_id, batch))
     if conn.execute("SELECT 1 FROM vectors WHERE space_id = ? LIMIT 1",
                     (space_id,)).fetchone() is not None:
         return False
@@ -312,10 +325,12 @@ def record_recalls(conn: apsw.Connection, keys: Sequence[int], now: float) -> No
 
 
 def _exists(conn: apsw.Connection, key: int) -> bool:
+    """Whether the item is still there to be recalled (knowledge: still current)."""
     kind, item_id = split(key)
-    table = {Kind.TRANSCRIPT: "transcript", Kind.EPISODE: "episodes",
-             Kind.KNOWLEDGE: "knowledge"}[kind]
-    return conn.execute(f"SELECT 1 FROM {table} WHERE id = ?", (item_id,)).fetchone() is not None
+    sql = {Kind.TRANSCRIPT: "SELECT 1 FROM transcript WHERE id = ?",
+           Kind.EPISODE: "SELECT 1 FROM episodes WHERE id = ?",
+           Kind.KNOWLEDGE: "SELECT 1 FROM knowledge WHERE id = ? AND superseded_at IS NULL"}[kind]
+    return conn.execute(sql, (item_id,)).fetchone() is not None
 
 
 def insert_snapshots(conn: apsw.Connection, turn_id: str, snapshots: Sequence[SnapshotRow]) -> None:

@@ -41,7 +41,8 @@ from chalie.memory.context import ContextSettings
 from chalie.memory.embedders import Embedder, HashedEmbedder
 from chalie.memory.recall import Recall
 from chalie.metrics import Metrics
-from chalie.store import db, memory_writes
+from chalie.store import db, memory_writes, writes
+from chalie.store.records import TurnRecord
 from chalie.tools.base import Tool
 from chalie.tools.memory import MemoryTool
 from chalie.tools.registry import ToolRegistry
@@ -365,6 +366,25 @@ class Tree:
         return restarts(self.metrics, actor)
 
 
+def store_turns(tree: Tree, pairs: list[tuple[str, str]], *, at: float = 1_600_000_000.0,
+                every_s: float = 1.0) -> None:
+    """Store answered turns on "main" as the StoreWriter would, `every_s` apart from `at`."""
+    store = tree.config.store
+    conn = db.open_writer(store.path, busy_timeout_ms=store.busy_timeout_ms,
+                          synchronous=store.synchronous)
+    try:
+        with db.immediate(conn):
+            for n, (said, answered) in enumerate(pairs):
+                writes.insert_turn(conn, TurnRecord(
+                    id=f"seed-{n}", channel="main", client_id=None, source="text",
+                    user_text=said, response_text=answered, outcome="answered", error=None,
+                    iterations=0, llm_calls=1, tokens_total=0, response_time_s=1.0,
+                    started_at=at + n * every_s, finished_at=at + n * every_s + 0.5,
+                ))
+    finally:
+        conn.close()
+
+
 def query(data_dir: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
     """Rows from a fresh read-only connection: what is committed right now."""
     conn = db.connect(db.db_path(data_dir), busy_timeout_ms=5000, readonly=True)
@@ -412,7 +432,8 @@ def start_tree(make_config: Any, clock: WatchedClock) -> Iterator[Callable[..., 
         worker pool (`threaded` picks a real one of 4 threads, otherwise jobs run inline).
         `encoder` starts the Encoder too, on `background` (inline unless given)."""
         config = make_config(
-            act=act or {}, llm=llm or {}, store=store or {}, memory=memory or {},
+            act=act or {}, llm=llm or {}, store=store or {},
+            memory={"index_delay_s": 0.0, **(memory or {})},  # embed at once unless told
             context=context or {},
             supervisor={"backoff_initial_s": 1.0, "backoff_max_s": 8.0},
         )

@@ -17,9 +17,7 @@ from chalie.act.budget import raw_estimate
 from chalie.act.prompts import Prompts
 from chalie.llm.scripted import ScriptCall, ScriptedProvider, ScriptStep
 from chalie.llm.types import ChatRequest, ChatResponse
-from chalie.store import db, writes
-from chalie.store.records import TurnRecord
-from tests.actors.conftest import Tree, answer, calls, prompt, shape
+from tests.actors.conftest import Tree, answer, calls, prompt, shape, store_turns
 
 WINDOW = {"context_window": 900}
 LIMIT = 720
@@ -54,20 +52,7 @@ class Uncalibrated:
 
 def seed_history(tree: Tree, pairs: list[tuple[str, str]]) -> str:
     """Store answered turns as the StoreWriter would; returns their history as prompts show it."""
-    store = tree.config.store
-    conn = db.open_writer(store.path, busy_timeout_ms=store.busy_timeout_ms,
-                          synchronous=store.synchronous)
-    try:
-        with db.immediate(conn):
-            for n, (said, answered) in enumerate(pairs):
-                writes.insert_turn(conn, TurnRecord(
-                    id=f"seed-{n}", channel="main", client_id=None, source="text",
-                    user_text=said, response_text=answered, outcome="answered", error=None,
-                    iterations=0, llm_calls=1, tokens_total=0, response_time_s=1.0,
-                    started_at=1_600_000_000.0 + n, finished_at=1_600_000_000.5 + n,
-                ))
-    finally:
-        conn.close()
+    store_turns(tree, pairs)
     return "\n".join(f"Person: {said}\nYou: {answered}" for said, answered in pairs)
 
 

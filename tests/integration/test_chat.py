@@ -7,7 +7,14 @@ from pathlib import Path
 
 import httpx
 
-from tests.integration.harness import Reply, ServerProcess, StubLlm, completion, db_rows
+from tests.integration.harness import (
+    Reply,
+    ServerProcess,
+    StubLlm,
+    completion,
+    db_rows,
+    wait_for,
+)
 
 REMEMBER = json.dumps({"action": "remember", "key": "favourite colour", "value": "teal"})
 
@@ -176,10 +183,13 @@ def test_every_log_line_of_a_turn_carries_its_turn_id(
     """Grepping the log for one turn id tells the turn's whole story."""
     llm.queue(completion(tool_calls=[("memory", REMEMBER)]), completion("ok"))
     turn_id = server.connect().turn("teal")[-1]["exchange_id"]
-    events = [e["event"] for e in server.log_events() if e.get("turn_id") == turn_id]
-    for expected in ("turn_started", "llm_answered", "tool_returned", "turn_finished",
-                     "turn_stored"):
-        assert expected in events
+    expected = {"turn_started", "context_ready", "llm_answered", "tool_returned",
+                "turn_finished", "turn_stored"}
+
+    def events() -> set[str]:
+        return {e["event"] for e in server.log_events() if e.get("turn_id") == turn_id}
+
+    wait_for(lambda: expected <= events())  # the log is read from the process's stdout
 
 
 def test_an_llm_error_gives_a_recoverable_error_frame_and_the_next_turn_works(

@@ -3,16 +3,39 @@
 -- confidence. chalie_key() (the knowledge key normaliser) is registered by the migrator.
 
 -- Knowledge: what kind of item, where it came from and how sure Chalie is. created_at and
--- superseded_at are its validity interval. Keys are normalised anew ("Favourite colour" and
--- "favorite color" meet); of two current facts that now share a key the newer one stays current.
-ALTER TABLE knowledge ADD COLUMN kind TEXT NOT NULL DEFAULT 'fact'
-    CHECK (kind IN ('fact', 'trait', 'preference'));
-ALTER TABLE knowledge ADD COLUMN source TEXT NOT NULL DEFAULT 'tool'
-    CHECK (source IN ('tool', 'identity', 'encoder'));
-ALTER TABLE knowledge ADD COLUMN confidence REAL NOT NULL DEFAULT 0.9;
-UPDATE knowledge SET superseded_at = (
-        SELECT max(newer.created_at) FROM knowledge AS newer
-        WHERE newer.superseded_at IS NULL AND chalie_key(newer.key) = chalie_key(knowledge.key))
+-- superseded_at are its validity interval. Ids are never reused (AUTOINCREMENT: forgetting the
+-- newest item must not hand its id to the next, which the embedding progress has passed), so
+-- the table is rebuilt. Keys are normalised anew ("Favourite colour" and "favorite color"
+-- meet); of two current facts that now share a key the newer one stays current.
+CREATE TABLE knowledge_v4 (
+    id            INTEGER PRIMARY KEY AUTOINCREMENT,
+    key           TEXT NOT NULL,
+    value         TEXT NOT NULL,
+    turn_id       TEXT,
+    created_at    REAL NOT NULL,
+    superseded_at REAL,
+    superseded_by INTEGER REFERENCES knowledge (id),
+    search_text   TEXT NOT NULL DEFAULT '',
+    kind          TEXT NOT NULL DEFAULT 'fact' CHECK (kind IN ('fact', 'trait', 'preference')),
+    source        TEXT NOT NULL DEFAULT 'tool' CHECK (source IN ('tool', 'identity', 'encoder')),
+    confidence    REAL NOT NULL DEFAULT 0.9
+);
+INSERT INTO knowledge_v4 (id, key, value, turn_id, created_at, superseded_at, superseded_by,
+                          search_text)
+    SELECT id, key, value, turn_id, created_at, superseded_at, superseded_by, search_text
+    FROM knowledge;
+DROP TABLE knowledge;
+ALTER TABLE knowledge_v4 RENAME TO knowledge;
+CREATE UNIQUE INDEX knowledge_current ON knowledge (key) WHERE superseded_at IS NULL;
+CREATE INDEX knowledge_search ON knowledge (search_text, key, value, created_at)
+    WHERE superseded_at IS NULL;
+UPDATE knowledge SET
+        superseded_at = (
+            SELECT max(newer.created_at) FROM knowledge AS newer
+            WHERE newer.superseded_at IS NULL AND chalie_key(newer.key) = chalie_key(knowledge.key)),
+        superseded_by = (
+            SELECT max(newer.id) FROM knowledge AS newer
+            WHERE newer.superseded_at IS NULL AND chalie_key(newer.key) = chalie_key(knowledge.key))
     WHERE superseded_at IS NULL AND chalie_key(key) != '' AND id NOT IN (
         SELECT max(id) FROM knowledge WHERE superseded_at IS NULL GROUP BY chalie_key(key));
 UPDATE knowledge SET key = chalie_key(key) WHERE chalie_key(key) != '' AND key != chalie_key(key);
@@ -21,7 +44,7 @@ UPDATE knowledge SET search_text = casefold(key) || char(31) || casefold(value);
 -- Episodes: what a window of a channel's transcript was about, written by the Encoder.
 -- transcript_from/to are the transcript ids it covers; happened_at is the time of the last one.
 CREATE TABLE episodes (
-    id              INTEGER PRIMARY KEY,
+    id              INTEGER PRIMARY KEY AUTOINCREMENT,
     channel         TEXT NOT NULL,
     gist            TEXT NOT NULL,
     intent          TEXT NOT NULL,
@@ -71,15 +94,18 @@ CREATE TABLE vector_spaces (
 );
 
 -- The float32 vectors, for re-ranking; each row records the embedder and dimension that made it.
+-- A rowid table: a vector of 1.5 KB fits in its page here, where a WITHOUT ROWID row that size
+-- spills to an overflow page read on its own.
 CREATE TABLE vectors (
+    id         INTEGER PRIMARY KEY,
     space_id   INTEGER NOT NULL REFERENCES vector_spaces (id),
     mkey       INTEGER NOT NULL,
     embedder   TEXT NOT NULL,
     dim        INTEGER NOT NULL,
     embedding  BLOB NOT NULL,
     created_at REAL NOT NULL,
-    PRIMARY KEY (space_id, mkey)
-) WITHOUT ROWID;
+    UNIQUE (space_id, mkey)
+);
 CREATE INDEX vectors_by_mkey ON vectors (mkey);
 
 -- How far each kind of item has been embedded into each space (items are embedded in id order).
