@@ -22,10 +22,11 @@ import apsw
 from chalie.memory.keys import SPELLINGS
 
 MAX_TERMS = 8  # the rarest terms of a query that are searched
-MAX_POSTINGS = 2000  # rows those terms may match together (the rarest term is always searched)
+MAX_POSTINGS = 600  # rows those terms may match together (the rarest term is always searched)
 MAX_QUERY_CHARS = 4000  # a query longer than this is cut (a pasted document is not a query)
 
-# Common English words that carry no meaning for recall; tokenized like the index at first use.
+# Common English words that carry no meaning for recall, and the words of asking a memory
+# ("do you remember", "what did I say about"); tokenized like the index at first use.
 STOP_WORDS = frozenset("".join(
     "a about above after again against all am an and any are as at be because been before being "
     "below between both but by can could did do does doing down during each few for from further "
@@ -35,6 +36,8 @@ STOP_WORDS = frozenset("".join(
     "themselves then there these they this those through to too under until up very was we were "
     "what when where which while who whom why will with would you your yours yourself yourselves "
     "tell get got also please thanks thank hi hello hey ok okay yes yeah "
+    # words about remembering, which questions to a memory are full of and memories are not:
+    "remember remind recall say said says tell told talk talked mention mentioned ask asked "
     # what the tokenizer leaves of contractions, which it splits at the apostrophe:
     # I'm, it's, don't, we'll, you're, I've, I'd, isn't ...
     "m s t ll re ve d don doesn didn isn aren wasn weren hasn haven hadn couldn shouldn wouldn"

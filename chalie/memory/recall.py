@@ -12,10 +12,12 @@ Then each fused score is weighted by recency and by retrieval strength:
     recency  = 1 / (1 + age_days / memory.recency_days)            (0.5 after recency_days)
     strength = (1 + times_recalled) * (1 + days_since_last_recall) ** -memory.retrieval_decay
                (an item never recalled counts from when it was stored)
-    score    = rrf * (0.5 + 0.5 * recency) * (0.5 + strength / (1 + strength)) * salience
-where salience is 0.75 + 0.5 * an episode's salience (1 for other items). Strength is a power
-law of time that rises each time an item goes into a prompt (the turn records it). Time comes
-from the injected clock. When the query cannot be embedded, recall goes on with full text alone.
+    score    = rrf * (0.7 + 0.3 * recency) * (0.8 + 0.4 * strength / (1 + strength)) * salience
+where salience is 0.9 + 0.2 * an episode's salience (1 for other items). The weights move a
+score by at most about 2.6 times, so relevance leads and they decide between near equals.
+Strength is a power law of time that rises each time an item goes into a prompt (the turn
+records it). Time comes from the injected clock. When the query cannot be embedded, recall goes
+on with full text alone.
 """
 
 from __future__ import annotations
@@ -38,8 +40,8 @@ from chalie.store import memory_queries as mq
 log = structlog.get_logger("chalie.memory")
 
 RRF_K = 60
-CANDIDATES = 40  # items each ranking contributes
-NEWEST = 20  # the newest episodes and facts, always among the vector candidates
+CANDIDATES = 24  # items each ranking contributes
+NEWEST = 10  # the newest episodes and facts, always among the vector candidates
 MIN_SIMILARITY = 0.2  # vector hits below this cosine similarity are noise, not memory
 DAY_S = 86400.0
 
@@ -92,7 +94,7 @@ class Recall:
 
         if k <= 0 or not query.strip():
             return Recalled(())
-        text_ranked = [key for key in fts.search(conn, query, 2 * CANDIDATES) if eligible(key)]
+        text_ranked = [key for key in fts.search(conn, query, CANDIDATES + 16) if eligible(key)]
         text_ranked = text_ranked[:CANDIDATES]
         vector_ranked, similarity, degraded = self._vector_ranking(conn, query, text_ranked,
                                                                    eligible)
@@ -100,7 +102,9 @@ class Recall:
         for ranking in (text_ranked, vector_ranked):
             for rank, key in enumerate(ranking, 1):
                 fused[key] = fused.get(key, 0.0) + 1.0 / (RRF_K + rank)
-        found = mq.items(conn, fused)
+        # Weights cannot lift an item from far down the fused list: look at the top few only.
+        top = sorted(fused, key=lambda key: -fused[key])[:max(3 * k, k + 12)]
+        found = mq.items(conn, top)
         strengths = mq.strengths(conn, list(found))
         text_rank = {key: r for r, key in enumerate(text_ranked, 1)}
         vector_rank = {key: r for r, key in enumerate(vector_ranked, 1)}
@@ -112,9 +116,9 @@ class Recall:
             recalls, last = strengths.get(key, (0, item.created_at))
             idle_days = max(0.0, now - last) / DAY_S
             strength = (1 + recalls) * (1 + idle_days) ** -self._config.retrieval_decay
-            salience = 1.0 if item.salience is None else 0.75 + 0.5 * item.salience
-            score = fused[key] * (0.5 + 0.5 * recency) * (0.5 + strength / (1 + strength)) \
-                * salience
+            salience = 1.0 if item.salience is None else 0.9 + 0.2 * item.salience
+            score = fused[key] * (0.7 + 0.3 * recency) \
+                * (0.8 + 0.4 * strength / (1 + strength)) * salience
             hits.append(Hit(item, score, fused[key], text_rank.get(key), vector_rank.get(key),
                             similarity.get(key), recency, strength))
         hits.sort(key=lambda h: (-h.score, -h.item.mkey))

@@ -109,12 +109,12 @@ def forgotten(conn: apsw.Connection) -> list[tuple[str, float]]:
         "SELECT value, forgotten_at FROM forgotten ORDER BY id")]
 
 
-def identity_items(conn: apsw.Connection, limit: int = 200) -> list[Item]:
+def identity_items(conn: apsw.Connection, limit: int = 40) -> list[Item]:
     """Current traits and preferences (the person's name among them), most certain first."""
     rows = conn.execute(
-        "SELECT id, key, value, kind, created_at FROM knowledge WHERE superseded_at IS NULL "
-        "AND kind IN ('trait', 'preference') ORDER BY key = 'name' DESC, confidence DESC, "
-        "created_at DESC LIMIT ?", (limit,),
+        "SELECT id, key, value, kind, created_at FROM knowledge INDEXED BY knowledge_identity "
+        "WHERE superseded_at IS NULL AND kind != 'fact' ORDER BY key = 'name' DESC, "
+        "confidence DESC, created_at DESC LIMIT ?", (limit,),
     ).fetchall()
     return [Item(mkey(Kind.KNOWLEDGE, int(i)), "knowledge", int(i),  # type: ignore[arg-type]
                  knowledge_text(str(k), str(v)), float(at), key=str(k),  # type: ignore[arg-type]

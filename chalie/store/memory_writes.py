@@ -8,7 +8,7 @@ Forgetting an item removes it and all of those rows in one transaction.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import apsw
 import msgspec
@@ -316,21 +316,33 @@ def ensure_space(conn: apsw.Connection, name: str, now: float) -> int:
 # -- retrieval strength and snapshots --
 
 def record_recalls(conn: apsw.Connection, keys: Sequence[int], now: float) -> None:
+    """Each item recalled once more, now; items gone (or superseded) since are skipped."""
     conn.executemany(
         "INSERT INTO memory_strength (mkey, recalls, last_recalled_at) VALUES (?, 1, ?) "
         "ON CONFLICT (mkey) DO UPDATE SET recalls = recalls + 1, last_recalled_at = "
         "excluded.last_recalled_at",
-        [(k, now) for k in dict.fromkeys(keys) if _exists(conn, k)],
+        [(k, now) for k in _existing(conn, dict.fromkeys(keys))],
     )
 
 
-def _exists(conn: apsw.Connection, key: int) -> bool:
-    """Whether the item is still there to be recalled (knowledge: still current)."""
-    kind, item_id = split(key)
-    sql = {Kind.TRANSCRIPT: "SELECT 1 FROM transcript WHERE id = ?",
-           Kind.EPISODE: "SELECT 1 FROM episodes WHERE id = ?",
-           Kind.KNOWLEDGE: "SELECT 1 FROM knowledge WHERE id = ? AND superseded_at IS NULL"}[kind]
-    return conn.execute(sql, (item_id,)).fetchone() is not None
+_STILL_THERE = {
+    Kind.TRANSCRIPT: "SELECT id FROM transcript WHERE id IN ({})",
+    Kind.EPISODE: "SELECT id FROM episodes WHERE id IN ({})",
+    Kind.KNOWLEDGE: "SELECT id FROM knowledge WHERE id IN ({}) AND superseded_at IS NULL",
+}
+
+
+def _existing(conn: apsw.Connection, keys: Iterable[int]) -> list[int]:
+    """The keys whose items are still there to be recalled (knowledge: still current)."""
+    by_kind: dict[Kind, list[int]] = {}
+    for key in keys:
+        kind, item_id = split(key)
+        by_kind.setdefault(kind, []).append(item_id)
+    found = []
+    for kind, ids in by_kind.items():
+        sql = _STILL_THERE[kind].format(",".join("?" * len(ids)))
+        found += [mkey(kind, int(r[0])) for r in conn.execute(sql, ids)]
+    return found
 
 
 def insert_snapshots(conn: apsw.Connection, turn_id: str, snapshots: Sequence[SnapshotRow]) -> None:

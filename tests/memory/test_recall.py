@@ -121,8 +121,8 @@ def order(hits: Sequence[Hit]) -> list[int]:
 
 def expected_score(hit: Hit, salience: float = 1.0) -> float:
     """The documented formula, from the hit's own parts."""
-    return (hit.rrf * (0.5 + 0.5 * hit.recency) * (0.5 + hit.strength / (1 + hit.strength))
-            * salience)
+    return (hit.rrf * (0.7 + 0.3 * hit.recency)
+            * (0.8 + 0.4 * hit.strength / (1 + hit.strength)) * salience)
 
 
 class FailingEmbedder:
@@ -206,7 +206,7 @@ def test_an_item_found_by_both_rankings_outranks_one_found_by_full_text_alone(
     assert hit.recency == pytest.approx(recency)
     assert hit.strength == pytest.approx(strength)
     assert hit.score == pytest.approx(
-        rrf * (0.5 + 0.5 * recency) * (0.5 + strength / (1 + strength)))
+        rrf * (0.7 + 0.3 * recency) * (0.8 + 0.4 * strength / (1 + strength)))
     assert lone.score == pytest.approx(expected_score(lone))
 
 
@@ -375,7 +375,7 @@ def test_an_episodes_salience_weighs_in(
     writer: apsw.Connection, space_id: int, config: Config, clock: ManualClock
 ) -> None:
     """Of two equal episodes, the salient one ranks first; salience multiplies the score by
-    0.75 + 0.5 * salience."""
+    0.9 + 0.2 * salience."""
     now = clock.time()
     salient = add_episode(writer, "Booked the flight to Lisbon", salience=1.0, at=now)
     dull = add_episode(writer, "Booked the flight to Lisbon", salience=0.0, at=now)
@@ -383,8 +383,8 @@ def test_an_episodes_salience_weighs_in(
     assert order(found.hits) == [salient, dull]
     hits = by_key(found.hits)
     assert hits[salient].item.salience == 1.0
-    assert hits[salient].score == pytest.approx(expected_score(hits[salient], 1.25))
-    assert hits[dull].score == pytest.approx(expected_score(hits[dull], 0.75))
+    assert hits[salient].score == pytest.approx(expected_score(hits[salient], 1.1))
+    assert hits[dull].score == pytest.approx(expected_score(hits[dull], 0.9))
 
 
 # --- degraded recall ------------------------------------------------------------------------------

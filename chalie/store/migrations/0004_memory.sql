@@ -29,6 +29,9 @@ ALTER TABLE knowledge_v4 RENAME TO knowledge;
 CREATE UNIQUE INDEX knowledge_current ON knowledge (key) WHERE superseded_at IS NULL;
 CREATE INDEX knowledge_search ON knowledge (search_text, key, value, created_at)
     WHERE superseded_at IS NULL;
+-- The identity section reads the current traits and preferences on every turn.
+CREATE INDEX knowledge_identity ON knowledge (kind, confidence, created_at)
+    WHERE superseded_at IS NULL AND kind != 'fact';
 UPDATE knowledge SET
         superseded_at = (
             SELECT max(newer.created_at) FROM knowledge AS newer
