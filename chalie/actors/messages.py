@@ -93,6 +93,10 @@ class CompactionReturned(_Msg, frozen=True):
     tokens_before: int
 
 
+class BackstopChecked(_Msg, frozen=True):
+    """The turn-boundary check found the next prompt within budget: nothing to compact."""
+
+
 class ApprovalExpired(_Msg, frozen=True):
     turn_id: str
     approval_id: str
@@ -125,7 +129,7 @@ class ActionRequest(_Msg, frozen=True):
 
 SessionMessage = (
     UserMessage | FrameRejected | Steer | ActionRequest | ContextReady | LlmReturned | LlmFailed
-    | ToolReturned
+    | ToolReturned | BackstopChecked
     | TurnDeadline | CompactionReturned | ApprovalExpired | TurnStored | TurnStoreFailed
 )
 

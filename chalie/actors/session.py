@@ -24,6 +24,7 @@ from chalie.act.loop import Answer
 from chalie.actors.messages import (
     ActionRequest,
     ApprovalExpired,
+    BackstopChecked,
     CloseOpenExchange,
     CommitTurn,
     CompactionReturned,
@@ -46,6 +47,7 @@ from chalie.actors.session_memory import MemoryMixin
 from chalie.actors.turn import Turn, closing_frames, turn_record
 from chalie.frames import ActNarration, Done, Error, Status
 from chalie.llm.types import ChatResponse, ToolCall
+from chalie.memory.identity import read_name
 from chalie.store import queries
 from chalie.store.records import Outcome
 from chalie.tools.base import ToolContext
@@ -95,7 +97,8 @@ class Session(ApprovalsMixin, CompactionMixin, MemoryMixin):
                 self._finish("error", error=error, recoverable=recoverable)
             case ToolReturned(turn_id=tid) if self._is_current(tid):
                 self._on_tool(message)
-            case CompactionReturned(stage="backstop") | LlmFailed(turn_id="backstop"):
+            case (CompactionReturned(stage="backstop") | LlmFailed(turn_id="backstop")
+                  | BackstopChecked()):
                 self._backstop_running = False
             case CompactionReturned(turn_id=tid) if self._is_current(tid):
                 self._on_compaction(message)
@@ -173,9 +176,15 @@ class Session(ApprovalsMixin, CompactionMixin, MemoryMixin):
         action = isinstance(request, ActionRequest)
         text = _action_text(request) if isinstance(request, ActionRequest) else request.text
         log.info("turn_started", chars=len(text), kind="action" if action else "chat")
-        # First, before anything can fail: the exchange is open in the log, so a crash from
-        # here on is closed with an error frame by whoever comes next.
-        self._emit(Status(stage="processing", exchange_id=turn_id))
+        statement = None if action else read_name(text)
+        recalls = not action and not is_empty(text) and not is_cancel(text) and not (
+            statement is not None and statement.whole)
+        # First, after only those pure checks: the exchange is open in the log, so a crash from
+        # here on is closed with an error frame by whoever comes next. A turn that goes on to
+        # recall says so in the same message (one transaction for the writer, not two).
+        opening = Status(stage="processing", exchange_id=turn_id)
+        self._emit(opening, *([Status(stage="retrieving_memory", exchange_id=turn_id)]
+                              if recalls else []))
         now = datetime.fromtimestamp(d.clock.time(), UTC).strftime("%Y-%m-%d %H:%M UTC")
         if action:  # runs a skill: no history, no recall
             loop, upto = self._new_loop(d.read(), text, now, with_history=False)
@@ -199,7 +208,7 @@ class Session(ApprovalsMixin, CompactionMixin, MemoryMixin):
         if is_cancel(text):
             self._finish("cancelled", text=NOTHING_TO_CANCEL)
             return
-        if self._identity_hook(text):
+        if statement is not None and self._identity_hook(statement):
             return
         self._gather_context()
 

@@ -10,7 +10,7 @@ import structlog
 
 from chalie.act.budget import PromptBudget, raw_estimate
 from chalie.act.snapshots import snapshot
-from chalie.actors.messages import CompactionReturned, SaveCheckpoint
+from chalie.actors.messages import BackstopChecked, CompactionReturned, SaveCheckpoint
 from chalie.actors.session_base import SessionBase
 from chalie.llm.types import ChatRequest, estimate_tokens
 from chalie.store import queries
@@ -68,26 +68,27 @@ class CompactionMixin(SessionBase):
         self._ask_llm()
 
     def _backstop(self, after_turn: str) -> None:
-        """At the turn boundary: if the next prompt's history alone would not fit, checkpoint."""
+        """At the turn boundary: if the next prompt's history alone would not fit, checkpoint.
+        The check reads the store, so it runs on the pool like the call it may lead to."""
         d = self._deps
         if self._backstop_running:
             return
+        self._backstop_running = True
         budget = PromptBudget(d.llm.context_window, d.act.compaction_threshold,
                               self._token_ratio)
-        conn = d.read()
-        if budget.ratio * self._rough_tokens(conn) <= budget.limit:
-            return  # well within: no need to render the probe prompt
-        probe, upto = self._new_loop(conn, "", "", with_history=True)
-        tokens = budget.tokens(probe.request())
-        if tokens <= budget.limit or not probe.history:
-            return
-        log.info("compaction_started", stage="backstop", tokens=tokens, limit=budget.limit)
-        self._backstop_running = True
-        side = probe.checkpoint_request()
         channel = self.channel
-        snap = snapshot(side, call=1, purpose="backstop", now=d.clock.time())
 
         def job() -> Any:
+            conn = d.read()
+            if budget.ratio * self._rough_tokens(conn) <= budget.limit:
+                return BackstopChecked()  # well within: no need to render the probe prompt
+            probe, upto = self._new_loop(conn, "", "", with_history=True)
+            tokens = budget.tokens(probe.request())
+            if tokens <= budget.limit or not probe.history:
+                return BackstopChecked()
+            log.info("compaction_started", stage="backstop", tokens=tokens, limit=budget.limit)
+            side = probe.checkpoint_request()
+            snap = snapshot(side, call=1, purpose="backstop", now=d.clock.time())
             response = self._work.call_llm(side, d.llm.request_timeout_s)
             summary = response.text.strip()
             probe.restart(summary)

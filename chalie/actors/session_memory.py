@@ -16,7 +16,7 @@ from chalie.actors.messages import ContextReady
 from chalie.actors.session_base import SessionBase
 from chalie.memory import context
 from chalie.memory.context import NAME_KEY, TurnContext
-from chalie.memory.identity import acknowledgement, read_name
+from chalie.memory.identity import NameStatement, acknowledgement
 from chalie.store import queries
 from chalie.store.effects import RememberFact
 
@@ -24,13 +24,10 @@ log = structlog.get_logger("chalie.session")
 
 
 class MemoryMixin(SessionBase):
-    def _identity_hook(self, text: str) -> bool:
-        """Store a name the person gives; True when that was the whole message and the turn
+    def _identity_hook(self, statement: NameStatement) -> bool:
+        """Store a name the person gave; True when that was the whole message and the turn
         is answered already."""
         turn = self._require_turn()
-        statement = read_name(text)
-        if statement is None:
-            return False
         fact = RememberFact(key=NAME_KEY, value=statement.name, kind="trait", source="identity",
                             confidence=1.0)
         turn.effects.append(fact)
@@ -44,8 +41,7 @@ class MemoryMixin(SessionBase):
     def _gather_context(self) -> None:
         turn = self._require_turn()
         d = self._deps
-        self._status("retrieving_memory")
-        turn.phase = "context"
+        turn.phase = "context"  # the turn's opening frames said "retrieving_memory" already
         turn_id, text, channel = turn.id, turn.user_text, self.channel
         system = turn.loop.system
         tools = d.tools.specs()

@@ -111,7 +111,8 @@ def build(
     ]
     history_pieces: list[Piece[object]] = []
     for said in raw_history:
-        shown = msgspec.structs.replace(said, text=redact(said.text, said.created_at))
+        shown = msgspec.structs.replace(said, text=redact(said.text, said.created_at)) \
+            if redact else said
         history_pieces.append(Piece(shown, tokens(shown.text) + 2, 0.0))
     budgets = assembly.budgets(settings.context_window, settings.reply_reserve, settings.shares)
     fitted = assembly.assemble(budgets, identity=identity_pieces, state=state_pieces,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 import weakref
 
 import apsw
@@ -22,7 +23,7 @@ import apsw
 from chalie.memory.keys import SPELLINGS
 
 MAX_TERMS = 8  # the rarest terms of a query that are searched
-MAX_POSTINGS = 600  # rows those terms may match together (the rarest term is always searched)
+MAX_POSTINGS = 400  # rows those terms may match together (the rarest term is always searched)
 MAX_QUERY_CHARS = 4000  # a query longer than this is cut (a pasted document is not a query)
 
 # Common English words that carry no meaning for recall, and the words of asking a memory
@@ -95,9 +96,7 @@ def search(conn: apsw.Connection, text: str, limit: int, *, kind: int | None = N
     terms = query_terms(conn, text)
     if not terms or limit <= 0:
         return []
-    marks = ",".join("?" * len(terms))
-    frequency = {str(t): int(d) for t, d in conn.execute(
-        f"SELECT term, doc FROM memory_fts_terms WHERE term IN ({marks})", terms)}
+    frequency = _frequencies(conn, terms)
     present = sorted((t for t in terms if frequency.get(t)), key=lambda t: frequency[t])
     if not present:
         return []
@@ -118,3 +117,35 @@ def search(conn: apsw.Connection, text: str, limit: int, *, kind: int | None = N
             "SELECT rowid FROM memory_fts WHERE memory_fts MATCH ? AND (rowid & 3) = ? "
             "ORDER BY rank LIMIT ?", (expression, int(kind), limit)).fetchall()
     return [int(r[0]) for r in rows]  # type: ignore[arg-type]
+
+
+_DF_TTL_S = 60.0  # document frequencies change slowly; they only order terms and cap work
+_DF_KEPT = 20_000
+_df: dict[tuple[str, str], tuple[int, float]] = {}
+_df_lock = threading.Lock()
+
+
+def _frequencies(conn: apsw.Connection, terms: list[str]) -> dict[str, int]:
+    """How many items hold each term, from a cache of the last minute (per database) or the
+    fts5vocab table: counting a common term's rows costs more than the search it decides
+    about. A term found nowhere is never cached, so a word said a moment ago is found."""
+    now, db_file = time.monotonic(), conn.filename or f":memory:{id(conn)}"
+    found: dict[str, int] = {}
+    with _df_lock:
+        for term in terms:
+            hit = _df.get((db_file, term))
+            if hit is not None and now - hit[1] < _DF_TTL_S:
+                found[term] = hit[0]
+    missing = [t for t in terms if t not in found]
+    if missing:
+        marks = ",".join("?" * len(missing))
+        counted = {str(t): int(d) for t, d in conn.execute(
+            f"SELECT term, doc FROM memory_fts_terms WHERE term IN ({marks})", missing)}
+        with _df_lock:
+            if len(_df) > _DF_KEPT:
+                _df.clear()
+            for term in missing:
+                found[term] = counted.get(term, 0)
+                if found[term]:
+                    _df[(db_file, term)] = (found[term], now)
+    return found

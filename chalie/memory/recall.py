@@ -41,7 +41,8 @@ log = structlog.get_logger("chalie.memory")
 
 RRF_K = 60
 CANDIDATES = 24  # items each ranking contributes
-NEWEST = 10  # the newest episodes and facts, always among the vector candidates
+NEWEST = 6  # the newest episodes and facts, always among the vector candidates
+RERANKED = 12  # the best full-text candidates, re-ranked by their vectors too
 MIN_SIMILARITY = 0.2  # vector hits below this cosine similarity are noise, not memory
 DAY_S = 86400.0
 
@@ -151,7 +152,7 @@ class Recall:
         near = mq.nearest(conn, self._space_id, vector, CANDIDATES) \
             if self._embedder.binary_knn else []
         newest = mq.newest(conn, NEWEST)
-        candidates = list(dict.fromkeys(k for k in (*near, *text_ranked, *newest)
+        candidates = list(dict.fromkeys(k for k in (*near, *text_ranked[:RERANKED], *newest)
                                         if eligible(k)))
         scored = [(key, s) for key, s in mq.similarities(conn, self._space_id, vector,
                                                            candidates) if s >= MIN_SIMILARITY]

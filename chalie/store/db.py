@@ -19,7 +19,6 @@ import sqlite_vec
 from chalie.errors import StoreError
 
 DB_FILE = "chalie.db"
-READER_MMAP_BYTES = 256 * 2**20
 
 
 def _load_vec(conn: apsw.Connection) -> None:
@@ -52,8 +51,6 @@ def connect(
         conn.create_scalar_function("casefold", _casefold, 1, deterministic=True)
         if not readonly:
             conn.execute("PRAGMA journal_mode = WAL")
-        else:  # recall reads vectors and index pages at random: map them instead of copying
-            conn.execute(f"PRAGMA mmap_size = {READER_MMAP_BYTES}")
         conn.execute(f"PRAGMA synchronous = {synchronous}")
         conn.execute("PRAGMA foreign_keys = ON")
     except apsw.Error as e:

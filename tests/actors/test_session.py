@@ -236,15 +236,16 @@ def test_session_crash_mid_turn_is_restarted_and_the_turn_closed(start_tree: Any
     exchange = frames[0]["exchange_id"]
     assert frames == [
         {"type": "status", "seq": 1, "stage": "processing", "exchange_id": exchange},
-        {"type": "error", "seq": 2, "message": INTERRUPTED, "recoverable": True,
+        {"type": "status", "seq": 2, "stage": "retrieving_memory", "exchange_id": exchange},
+        {"type": "error", "seq": 3, "message": INTERRUPTED, "recoverable": True,
          "exchange_id": exchange, "metrics": None},
-        {"type": "done", "seq": 3, "duration_ms": 0, "exchange_id": exchange},
+        {"type": "done", "seq": 4, "duration_ms": 0, "exchange_id": exchange},
     ]
     assert tree.restarts("session") == 1.0
     tree.chat("are you there?")
     frames = tree.outbox.wait_for_type("done", 2)
-    assert shape(frames[3:]) == [("status", 4), ("status", 5), ("message", 6), ("done", 7)]
-    assert frames[5]["blocks"] == [{"type": "text", "text": "Back again."}]
+    assert shape(frames[4:]) == [("status", 5), ("status", 6), ("message", 7), ("done", 8)]
+    assert frames[6]["blocks"] == [{"type": "text", "text": "Back again."}]
     assert tree.rows("SELECT user_text, outcome FROM turns") == [("are you there?", "answered")]
 
 
@@ -259,10 +260,10 @@ def test_chat_sent_while_the_session_restarts_is_answered_by_the_new_one(
     tree.chat("hello again")
     tree.clock.advance(1.0)
     frames = tree.outbox.wait_for_type("done", 2)
-    assert shape(frames) == [("status", 1), ("error", 2), ("done", 3),
-                             ("status", 4), ("status", 5), ("message", 6), ("done", 7)]
-    assert frames[1]["exchange_id"] == frames[0]["exchange_id"]
-    assert frames[5]["blocks"] == [{"type": "text", "text": "Still here."}]
+    assert shape(frames) == [("status", 1), ("status", 2), ("error", 3), ("done", 4),
+                             ("status", 5), ("status", 6), ("message", 7), ("done", 8)]
+    assert frames[2]["exchange_id"] == frames[0]["exchange_id"]
+    assert frames[6]["blocks"] == [{"type": "text", "text": "Still here."}]
     assert tree.restarts("session") == 1.0
 
 

@@ -397,6 +397,17 @@ class Client:
         self.send(frame)
         return self.recv_until(lambda f: f["type"] == "done")
 
+    def read_until_closed(self) -> list[str]:
+        """Read frames until the server closes the socket (answering its close frame, as a
+        client does); returns the frames read on the way."""
+        frames = []
+        try:
+            while (raw := self.ws.recv()) != "":  # "" is the server's close frame
+                frames.append(raw)
+        except websocket.WebSocketConnectionClosedException:
+            pass
+        return frames
+
     def close(self) -> None:
         self.ws.close(timeout=1)
         self.ws.shutdown()  # close() leaves the socket open when the server closed first

@@ -93,6 +93,9 @@ def test_sigterm_lets_a_turn_in_flight_finish_and_store(tmp_path: Path, llm: Stu
     client.send({"type": "chat", "text": "slow"})
     assert client.recv()["type"] == "status"
     server.proc.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
+    # Read on, as a client does: the server's close frame (1001) is answered and the socket
+    # closes at once (a client that never reads would hold it open for Tornado's 5 s).
+    client.read_until_closed()
     wait_for(lambda: any('"ws_closed"' in ln for ln in server.lines))  # shutdown has begun
     held.set()
     assert server.wait() == 0
