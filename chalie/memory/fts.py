@@ -6,9 +6,10 @@ punctuation are split away or become plain words; each term is then written as a
 Stop words are dropped, and of the rest the rarest in the index are searched (their document
 frequencies come from the fts5vocab table), as many as match at most MAX_POSTINGS rows together:
 rare words say the most, and words in every other message would make BM25 rank thousands of
-rows, on every turn, for next to nothing. A British or American spelling also searches for
-the other one ("favourite colour" finds "favorite color"), from the table knowledge keys are
-normalised with.
+rows, on every turn, for next to nothing. When even the rarest word is in more than
+MAX_TERM_ITEMS items, the newest items holding it stand in for a BM25 ranking. A British or
+American spelling also searches for the other one ("favourite colour" finds "favorite color"),
+from the table knowledge keys are normalised with.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from chalie.memory.keys import SPELLINGS
 
 MAX_TERMS = 8  # the rarest terms of a query that are searched
 MAX_POSTINGS = 400  # rows those terms may match together (the rarest term is always searched)
+MAX_TERM_ITEMS = 3000  # when even the rarest word is in more items, the newest matches stand in
 MAX_QUERY_CHARS = 4000  # a query longer than this is cut (a pasted document is not a query)
 
 # Common English words that carry no meaning for recall, and the words of asking a memory
@@ -100,6 +102,10 @@ def search(conn: apsw.Connection, text: str, limit: int, *, kind: int | None = N
     present = sorted((t for t in terms if frequency.get(t)), key=lambda t: frequency[t])
     if not present:
         return []
+    if frequency[present[0]] > MAX_TERM_ITEMS:
+        # Only common words: ranking thousands of rows by BM25 would tell little and cost
+        # much; the newest items that hold the rarest of them stand in (rowid order is cheap).
+        return _newest_matches(conn, present[:3], limit, kind)
     chosen: list[str] = []
     postings = 0
     for term in present[:MAX_TERMS]:  # rarest first, while BM25 has few rows to rank
@@ -116,6 +122,17 @@ def search(conn: apsw.Connection, text: str, limit: int, *, kind: int | None = N
         rows = conn.execute(
             "SELECT rowid FROM memory_fts WHERE memory_fts MATCH ? AND (rowid & 3) = ? "
             "ORDER BY rank LIMIT ?", (expression, int(kind), limit)).fetchall()
+    return [int(r[0]) for r in rows]  # type: ignore[arg-type]
+
+
+def _newest_matches(conn: apsw.Connection, terms: list[str], limit: int,
+                    kind: int | None) -> list[int]:
+    where = "memory_fts MATCH ?" + ("" if kind is None else " AND (rowid & 3) = ?")
+    params: list[object] = [match_expression(terms)]
+    if kind is not None:
+        params.append(int(kind))
+    rows = conn.execute(f"SELECT rowid FROM memory_fts WHERE {where} ORDER BY rowid DESC "
+                        "LIMIT ?", (*params, limit)).fetchall()
     return [int(r[0]) for r in rows]  # type: ignore[arg-type]
 
 

@@ -242,3 +242,16 @@ def test_better_matches_rank_first(writer: apsw.Connection) -> None:
     found = fts.search(writer, "Kiwi parrot", 10)
     assert found[0] == both
     assert set(found) == {one, both, other}
+
+
+def test_a_query_of_only_common_words_finds_the_newest_items_that_hold_them(
+    writer: apsw.Connection, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """When even the rarest word of a query is in more items than MAX_TERM_ITEMS, the newest
+    items holding it come back (no BM25 over thousands of rows), newest first."""
+    monkeypatch.setattr(fts, "MAX_TERM_ITEMS", 3)
+    keys = say(writer, "the dog barked", "my dog sleeps", "a dog and a cat", "dog walk today",
+               "nothing here")
+    assert fts.search(writer, "dog", 2) == [keys[3], keys[2]]
+    assert fts.search(writer, "dog", 10) == [keys[3], keys[2], keys[1], keys[0]]
+    assert fts.search(writer, "cat dog", 10)[0] == keys[2]  # "cat" is rare: BM25 as usual
