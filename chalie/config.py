@@ -18,6 +18,8 @@ from chalie.errors import ConfigError
 from chalie.paths import DEFAULT_CONFIG
 
 ENV_PREFIX = "CHALIE_"
+CHANNEL_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")  # a /ws channel name
+MCP_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,32}$")  # prefixes its tools' names
 
 
 class _Section(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -102,6 +104,52 @@ class ToolsConfig(_Section, frozen=True):
     block: tuple[str, ...]
 
 
+class InterfacesConfig(_Section, frozen=True):
+    pairing_key_ttl_s: float
+    health_interval_s: float
+    health_failures: int
+    health_timeout_s: float
+    connect_timeout_s: float
+    execute_timeout_s: float
+    max_response_bytes: int
+    notify_channel: str
+
+
+class SignalsConfig(_Section, frozen=True):
+    rate_per_min: int
+    world_max: int
+    half_life_s: float
+    min_salience: float
+    top_k: int
+    flush_s: float
+
+
+class SubscriptionsConfig(_Section, frozen=True):
+    reconnect_initial_s: float
+    reconnect_max_s: float
+    connect_timeout_s: float
+
+
+class McpServerConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One `[[mcp.servers]]` entry: a stdio server (`command`, `args`, `env`) or a streamable
+    HTTP one (`url`, `headers`)."""
+
+    name: str
+    command: str = ""
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = {}
+    url: str = ""
+    headers: dict[str, str] = {}
+
+
+class McpConfig(_Section, frozen=True):
+    servers: tuple[McpServerConfig, ...]
+    connect_timeout_s: float
+    call_timeout_s: float
+    restart_initial_s: float
+    restart_max_s: float
+
+
 class SupervisorConfig(_Section, frozen=True):
     backoff_initial_s: float
     backoff_max_s: float
@@ -123,6 +171,10 @@ class Config(_Section, frozen=True):
     memory: MemoryConfig
     context: ContextConfig
     tools: ToolsConfig
+    interfaces: InterfacesConfig
+    signals: SignalsConfig
+    subscriptions: SubscriptionsConfig
+    mcp: McpConfig
     supervisor: SupervisorConfig
     log: LogConfig
 
@@ -141,11 +193,19 @@ _POSITIVE = {
     "store.reply_timeout_s", "memory.embed_timeout_s", "memory.query_embed_timeout_s",
     "memory.embed_batch", "memory.encode_every_rows", "memory.encode_max_rows",
     "memory.recall_k", "memory.recency_days", "memory.snapshots_kept", "context.reply_reserve",
+    "interfaces.pairing_key_ttl_s", "interfaces.health_interval_s", "interfaces.health_failures",
+    "interfaces.health_timeout_s", "interfaces.connect_timeout_s", "interfaces.execute_timeout_s",
+    "interfaces.max_response_bytes", "signals.rate_per_min", "signals.world_max",
+    "signals.half_life_s", "signals.top_k", "signals.flush_s",
+    "subscriptions.reconnect_initial_s", "subscriptions.reconnect_max_s",
+    "subscriptions.connect_timeout_s", "mcp.connect_timeout_s", "mcp.call_timeout_s",
+    "mcp.restart_initial_s", "mcp.restart_max_s",
 }
 _NON_NEGATIVE = {
     "llm.retries", "llm.retry_backoff_s", "act.history_turns", "supervisor.backoff_initial_s",
     "supervisor.backoff_max_s", "memory.retrieval_decay", "memory.index_delay_s",
     "context.identity", "context.state", "context.memory", "context.tools", "context.history",
+    "signals.min_salience",
 }
 CONTEXT_SHARES = ("identity", "state", "memory", "tools", "history")
 
@@ -254,6 +314,36 @@ def _convert(merged: dict[str, Any]) -> Config:
         raise ConfigError("memory.encode_max_rows",
                           f"must be at least memory.encode_every_rows "
                           f"({memory.encode_every_rows}), got {memory.encode_max_rows}")
+    if not CHANNEL_RE.match(config.interfaces.notify_channel):
+        raise ConfigError("interfaces.notify_channel",
+                          "1-64 letters, digits, '_', '.' or '-' (a /ws channel name), got "
+                          f"{config.interfaces.notify_channel!r}")
+    if not config.signals.min_salience < 1:
+        raise ConfigError("signals.min_salience",
+                          f"must be below 1, got {config.signals.min_salience:g}")
+    _check_mcp(config.mcp)
     if config.llm.provider == "script" and not config.llm.script:
         raise ConfigError("llm.script", "must name a script file when llm.provider = 'script'")
     return config
+
+
+def _check_mcp(mcp: McpConfig) -> None:
+    seen: set[str] = set()
+    for n, server in enumerate(mcp.servers):
+        where = f"mcp.servers[{n}]"
+        if not MCP_NAME_RE.match(server.name):
+            raise ConfigError(f"{where}.name", "1-32 letters, digits, '_' or '-' (it prefixes "
+                              f"the server's tool names), got {server.name!r}")
+        if server.name in seen:
+            raise ConfigError(f"{where}.name", f"two servers are named {server.name!r}")
+        seen.add(server.name)
+        if bool(server.command) == bool(server.url):
+            raise ConfigError(where, "give either `command` (a stdio server) or `url` (a "
+                              "streamable HTTP server), not both and not neither")
+        if server.url and not server.url.startswith(("http://", "https://")):
+            raise ConfigError(f"{where}.url", f"must be an http:// or https:// URL, got "
+                              f"{server.url!r}")
+        if server.command and (server.headers):
+            raise ConfigError(f"{where}.headers", "only for `url` servers")
+        if server.url and (server.args or server.env):
+            raise ConfigError(f"{where}.args", "`args` and `env` are only for `command` servers")

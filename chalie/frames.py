@@ -68,7 +68,9 @@ class Error(_Frame, frozen=True, kw_only=True, tag="error"):
 
 
 class Card(_Frame, frozen=True, kw_only=True, tag="card"):
-    """A tool result rendered as a card."""
+    """A tool result rendered as a card. `html` is made by Chalie from the tool's blocks, every
+    string escaped; `css` is scoped to `.chalie-card-<scope_id>`; `open_url` is a link the tool
+    asked the client to open in a new tab."""
 
     html: str
     css: str
@@ -79,6 +81,7 @@ class Card(_Frame, frozen=True, kw_only=True, tag="card"):
     output_id: str
     topic: str | None = None
     exchange_id: str | None = None
+    open_url: str | None = None
 
 
 class Notification(_Frame, frozen=True, kw_only=True, tag="notification"):

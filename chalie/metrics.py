@@ -76,3 +76,47 @@ class Metrics:
         self.forgotten = Counter(
             "chalie_memory_forgotten", "Memory items forgotten, by kind.", ["kind"], registry=r
         )
+        self.signals = Counter(
+            "chalie_signals",
+            "Signals received, by result (accepted, or rejected: invalid, forbidden, "
+            "rate_limited) and by way in (rest, stream).",
+            ["result", "via"], registry=r,
+        )
+        self.world_signals = Gauge(
+            "chalie_world_signals", "Signals held in world state.", registry=r
+        )
+        self.interfaces_online = Gauge(
+            "chalie_interfaces_online", "Paired interfaces whose health checks pass.", registry=r
+        )
+        self.interfaces_paired = Gauge(
+            "chalie_interfaces_paired", "Paired interfaces, online or not.", registry=r
+        )
+        self.interface_transitions = Counter(
+            "chalie_interface_transitions",
+            "Interfaces that went offline or came back online.", ["to"], registry=r,
+        )
+        self.interface_calls = Counter(
+            "chalie_interface_tool_calls",
+            "Tool calls to interfaces (POST /execute), by result (ok, error: the interface "
+            "answered with an error, failed: no usable answer).", ["result"], registry=r,
+        )
+        self.interface_messages = Counter(
+            "chalie_interface_messages", "Messages from interfaces (POST /api/messages).",
+            registry=r,
+        )
+        self.subscriptions_connected = Gauge(
+            "chalie_subscriptions_connected", "Broadcast streams connected now.", registry=r
+        )
+        self.mcp_servers_up = Gauge(
+            "chalie_mcp_servers_up", "Configured MCP servers connected with their tools listed.",
+            registry=r,
+        )
+        self.mcp_calls = Counter(
+            "chalie_mcp_tool_calls",
+            "Tool calls to MCP servers, by server and result (ok, error: the tool reported an "
+            "error, failed: no answer).", ["server", "result"], registry=r,
+        )
+        self.mcp_restarts = Counter(
+            "chalie_mcp_restarts", "MCP server connections started again after a failure.",
+            ["server"], registry=r,
+        )

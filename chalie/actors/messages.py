@@ -10,9 +10,11 @@ from chalie.frames import Frame
 from chalie.llm.types import ChatResponse
 from chalie.memory.context import TurnContext
 from chalie.store.effects import RememberFact
+from chalie.store.interface_rows import InterfaceRow, SubscriptionRow
 from chalie.store.memory_writes import EpisodeRow, SnapshotRow
 from chalie.store.records import StoredCompaction, TurnRecord
 from chalie.tools.base import ToolOutcome
+from chalie.world.signals import Signal
 
 
 class _Msg(msgspec.Struct, frozen=True, tag=True):
@@ -252,3 +254,93 @@ class IndexBatch(_Msg, frozen=True):
 
     more: bool
     error: str | None = None
+
+
+# --- other programs ----------------------------------------------------------------------------
+
+class SignalsIn(_Msg, frozen=True):
+    """To WorldState: accepted signals (from REST or a broadcast stream)."""
+
+    signals: tuple[Signal, ...]
+
+
+class FlushWorld(_Msg, frozen=True):
+    """WorldState's own: write world state to the store now."""
+
+
+class SaveWorld(_Msg, frozen=True):
+    """To the StoreWriter: world state as it is now (it replaces what is stored)."""
+
+    signals: tuple[Signal, ...]
+
+
+class CreatePairingKey(_Msg, frozen=True):
+    """To the StoreWriter, asked: keep a pairing key's hash until `expires_at`."""
+
+    key_hash: str
+    created_at: float
+    expires_at: float
+
+
+class PairInterface(_Msg, frozen=True):
+    """To the StoreWriter, asked: use up the pairing key and store the interface, in one
+    transaction. Replies True, or False when the key is unknown, used or expired."""
+
+    key_hash: str
+    now: float
+    row: InterfaceRow
+
+
+class UpdateCapabilities(_Msg, frozen=True):
+    """To the StoreWriter, asked: an interface's refreshed capabilities. Replies True when the
+    interface is still paired."""
+
+    interface_id: str
+    version: str
+    capabilities: str  # JSON
+    refreshed_at: float
+
+
+class DeleteInterface(_Msg, frozen=True):
+    """To the StoreWriter, asked: unpair. Replies True when it was paired."""
+
+    interface_id: str
+
+
+class SaveSubscription(_Msg, frozen=True):
+    """To the StoreWriter, asked: a new broadcast stream. Replies True, or False when its name
+    is taken."""
+
+    row: SubscriptionRow
+
+
+class DeleteSubscription(_Msg, frozen=True):
+    """To the StoreWriter, asked: forget a broadcast stream. Replies True when it existed."""
+
+    subscription_id: str
+
+
+class InterfaceChanged(_Msg, frozen=True):
+    """To InterfaceHealth, asked: an interface was paired or refreshed (its row as stored) and
+    is online now. Replies once its tools are published."""
+
+    row: InterfaceRow
+
+
+class InterfaceGone(_Msg, frozen=True):
+    """To InterfaceHealth, asked: an interface was unpaired. Replies once its tools and token
+    are gone from what readers see."""
+
+    interface_id: str
+
+
+class CheckHealth(_Msg, frozen=True):
+    """InterfaceHealth's own: time to check every interface."""
+
+
+class HealthChecked(_Msg, frozen=True):
+    """InterfaceHealth's own: one interface's /health answered (`error` None) or not."""
+
+    interface_id: str
+    error: str | None
+    checked_at: float

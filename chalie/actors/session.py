@@ -330,6 +330,8 @@ class Session(ApprovalsMixin, CompactionMixin, MemoryMixin):
         self._deps.metrics.tool_calls.labels(
             tool=call.name, result="error" if outcome.is_error else "ok"
         ).inc()
+        if outcome.card is not None:
+            self._emit(msgspec.structs.replace(outcome.card, exchange_id=turn.id))
         log.info("tool_returned", tool=call.name, is_error=outcome.is_error,
                  duration_ms=round(returned.duration_ms, 2))
         if turn.is_action:

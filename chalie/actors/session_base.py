@@ -33,6 +33,7 @@ from chalie.memory.recall import Recall
 from chalie.metrics import Metrics
 from chalie.store import queries
 from chalie.store.records import Outcome
+from chalie.tools.catalog import ToolCatalog
 from chalie.tools.registry import ToolRegistry
 
 
@@ -41,7 +42,7 @@ class SessionDeps:
     """Everything a Session needs from outside; tests swap the provider, clock and pool."""
 
     provider: LlmProvider
-    tools: ToolRegistry
+    tools: ToolRegistry | ToolCatalog  # a catalog: interfaces' and MCP servers' tools too
     prompts: Prompts
     act: ActConfig
     llm: LlmConfig

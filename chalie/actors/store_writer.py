@@ -23,19 +23,26 @@ from chalie.actors.messages import (
     CloseOpenExchange,
     CommitTurn,
     CreateAuthSession,
+    CreatePairingKey,
+    DeleteInterface,
+    DeleteSubscription,
     Deliver,
     DropSpace,
     EncodeWindow,
     ForgetItem,
     IndexBatch,
     MemoryGrew,
+    PairInterface,
     RepushExchange,
     SaveCheckpoint,
     SaveSnapshots,
+    SaveSubscription,
+    SaveWorld,
     StoreEpisodes,
     StoreVectors,
     TurnStored,
     TurnStoreFailed,
+    UpdateCapabilities,
 )
 from chalie.actors.supervisor import Directory, Link, SupervisedActor
 from chalie.clock import Clock
@@ -44,7 +51,7 @@ from chalie.frames import Done, Error, Frame, Message, encode_frame, frame_type
 from chalie.memory.items import Kind
 from chalie.metrics import Metrics
 from chalie.outbox import Outbox
-from chalie.store import db, memory_writes, queries, writes
+from chalie.store import db, interface_rows, memory_writes, queries, writes
 from chalie.store.records import TurnRecord
 
 log = structlog.get_logger("chalie.store_writer")
@@ -127,6 +134,30 @@ class StoreWriter(SupervisedActor):
                         (message.token_hash, message.created_at, message.expires_at),
                     )
                 return True
+            case SaveWorld(signals=signals):
+                with db.immediate(self.conn):
+                    interface_rows.save_world(self.conn, signals)
+            case CreatePairingKey(key_hash=key_hash, created_at=created, expires_at=expires):
+                with db.immediate(self.conn):
+                    interface_rows.insert_pairing_key(self.conn, key_hash, created, expires)
+                return True
+            case PairInterface(key_hash=key_hash, now=now, row=row):
+                with db.immediate(self.conn):
+                    return interface_rows.pair(self.conn, key_hash, now, row)
+            case UpdateCapabilities():
+                with db.immediate(self.conn):
+                    return interface_rows.update_capabilities(
+                        self.conn, message.interface_id, message.version, message.capabilities,
+                        message.refreshed_at)
+            case DeleteInterface(interface_id=interface_id):
+                with db.immediate(self.conn):
+                    return interface_rows.delete_interface(self.conn, interface_id)
+            case SaveSubscription(row=row):
+                with db.immediate(self.conn):
+                    return interface_rows.save_subscription(self.conn, row)
+            case DeleteSubscription(subscription_id=subscription_id):
+                with db.immediate(self.conn):
+                    return interface_rows.delete_subscription(self.conn, subscription_id)
             case _:
                 log.warning("unexpected_message", message=type(message).__name__)
         return None

@@ -8,13 +8,13 @@ mark drops any live frame the replay already sent.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import structlog
 import tornado.websocket
 
 from chalie.actors.messages import ActionRequest, Deliver, FrameRejected, Steer, UserMessage
+from chalie.config import CHANNEL_RE
 from chalie.edge.auth import COOKIE
 from chalie.edge.context import EdgeContext
 from chalie.edge.frames import (
@@ -33,7 +33,6 @@ from chalie.store.queries import last_seq as last_seq_of
 
 log = structlog.get_logger("chalie.edge")
 
-CHANNEL_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 MAX_CLIENT_ID = 128
 MAX_SKILL = 64
 

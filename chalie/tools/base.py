@@ -9,6 +9,7 @@ import apsw
 import msgspec
 
 from chalie.clock import Clock
+from chalie.frames import Card
 from chalie.llm.types import ToolSpec
 from chalie.paths import PROMPTS
 from chalie.store.effects import Effect
@@ -33,9 +34,13 @@ class ToolContext(msgspec.Struct, frozen=True):
 
 
 class ToolOutcome(msgspec.Struct, frozen=True):
+    """What the model reads (`text`), what the turn stores (`effects`), and a `card` frame for
+    the person when the tool's result has something to show (an interface's blocks)."""
+
     text: str
     is_error: bool = False
     effects: tuple[Effect, ...] = ()
+    card: Card | None = None
 
 
 class Tool(Protocol):

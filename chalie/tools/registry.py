@@ -15,10 +15,13 @@ log = structlog.get_logger("chalie.tools")
 
 class ToolRegistry:
     """Tools by name, each with its danger class: the tool's own, unless configuration raises it
-    (`tools.confirm`, `tools.block` name tools that must be approved first, or never run)."""
+    (`tools.confirm`, `tools.block` name tools that must be approved first, or never run).
+    `offline` tools belong to a provider that is not answering: no prompt offers them and they
+    do not run. `origin` maps the names of provided tools to their provider."""
 
     def __init__(self, tools: Iterable[Tool], *, confirm: Iterable[str] = (),
-                 block: Iterable[str] = ()) -> None:
+                 block: Iterable[str] = (), offline: Iterable[str] = (),
+                 origin: dict[str, str] | None = None) -> None:
         self._tools: dict[str, Tool] = {}
         for tool in tools:
             if tool.spec.name in self._tools:
@@ -31,9 +34,20 @@ class ToolRegistry:
         for name in block:
             if name in self._danger:
                 self._danger[name] = "block"
+        self._offline = frozenset(offline)
+        self._origin = dict(origin or {})
+        self._specs = tuple(t.spec for n, t in self._tools.items()
+                            if self._danger[n] != "block" and n not in self._offline)
 
     def specs(self) -> tuple[ToolSpec, ...]:
-        return tuple(t.spec for n, t in self._tools.items() if self._danger[n] != "block")
+        """What a prompt offers: every tool that may run and whose provider is online."""
+        return self._specs
+
+    def names_from(self, provider: str) -> tuple[str, ...]:
+        return tuple(n for n in self._tools if self._origin.get(n) == provider)
+
+    def is_offline(self, name: str) -> bool:
+        return name in self._offline
 
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
@@ -50,6 +64,9 @@ class ToolRegistry:
             return tool_error(f"no tool named {name!r} (tools: {known})")
         if self._danger[name] == "block":
             return tool_error(f"tool {name!r} is blocked and never runs")
+        if name in self._offline:
+            return tool_error(f"tool {name!r} is unavailable: the program that provides it is "
+                              "not answering")
         try:
             return tool.run(args, ctx)
         except Exception as e:  # a broken tool must not take the turn down

@@ -1,0 +1,1 @@
+"""Paired interfaces: the /health, /capabilities, /execute and / contract, and cards."""

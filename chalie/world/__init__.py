@@ -1,0 +1,1 @@
+"""World state: signals from other programs, their salience and decay."""
