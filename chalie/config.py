@@ -271,7 +271,7 @@ def _coerce_env(section: str, key: str, raw: str) -> Any:
         raise ConfigError(f"{section}.{key}", f"{e} (from environment: {raw!r})") from None
 
 
-_PATH_RE = re.compile(r"at `\$\.([\w.]+)`")
+_PATH_RE = re.compile(r"at `\$\.([\w.\[\]]+)`")
 
 
 def _convert(merged: dict[str, Any]) -> Config:

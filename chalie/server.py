@@ -7,9 +7,13 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import apsw
+import httpx
 import pykka
 import structlog
 import tornado.httpserver
@@ -18,33 +22,50 @@ from tornado.ioloop import IOLoop
 
 from chalie.act.prompts import Prompts
 from chalie.actors.encoder import Encoder, EncoderDeps
+from chalie.actors.interface_health import HealthDeps, InterfaceHealth
 from chalie.actors.messages import Ping
 from chalie.actors.pool import WorkerPool
 from chalie.actors.session import Session, SessionDeps
 from chalie.actors.session_supervisor import SessionSupervisor
 from chalie.actors.store_writer import StoreWriter, close_interrupted_turns
 from chalie.actors.supervisor import ChildSpec, Directory, Link, Supervisor
+from chalie.actors.world_state import WorldState
 from chalie.clock import Clock, SystemClock
 from chalie.config import CONTEXT_SHARES, Config
 from chalie.edge.app import make_app
 from chalie.edge.auth import Authenticator, LoginThrottle, ensure_password
 from chalie.edge.context import EdgeContext
 from chalie.edge.hub import SocketHub
+from chalie.edge.subscriptions import Subscriptions
+from chalie.interfaces.board import InterfaceBoard
+from chalie.interfaces.client import InterfaceClient
 from chalie.llm.factory import build_provider
 from chalie.llm.types import LlmProvider
 from chalie.memory.context import ContextSettings
 from chalie.memory.embedders import Embedder, build_embedder
 from chalie.memory.recall import Recall
 from chalie.metrics import Metrics
-from chalie.store import db, memory_writes
+from chalie.store import db, interface_rows, memory_writes
+from chalie.tools.catalog import ToolCatalog
 from chalie.tools.memory import ForgetTool, MemoryTool
 from chalie.tools.recall import RecallTool
-from chalie.tools.registry import ToolRegistry
+from chalie.world.signals import SignalGate, WorldBoard, WorldSettings
 
 log = structlog.get_logger("chalie.server")
 
+
+@dataclass(frozen=True)
+class OtherPrograms:
+    client: InterfaceClient
+    catalog: ToolCatalog
+    interfaces: InterfaceBoard
+    world: WorldBoard
+    gate: SignalGate
+    subscriptions: Subscriptions
+
 CLOSE_TIMEOUT_S = 5.0
 BACKGROUND_WORKERS = 2  # encoding and embedding; never the threads user turns run on
+HEALTH_WORKERS = 2  # interfaces' /health checks, each bounded by interfaces.health_timeout_s
 
 
 class Server:
@@ -72,6 +93,9 @@ class Server:
         self._http: tornado.httpserver.HTTPServer | None = None
         self._pool: WorkerPool | None = None
         self._background: WorkerPool | None = None
+        self._health_pool: WorkerPool | None = None
+        self._http_out: httpx.Client | None = None
+        self._subscriptions: Subscriptions | None = None
         self._on_failure: asyncio.Event | None = None
         self._hub: SocketHub | None = None
 
@@ -104,12 +128,12 @@ class Server:
         self._pool = WorkerPool(self.config.act.workers)
         self._background = WorkerPool(BACKGROUND_WORKERS, name="chalie-background")
         memory = self.config.memory
+        programs = self._other_programs()
         recall = Recall(embedder=self.embedder, space_id=space_id, config=memory,
                         clock=self.clock, metrics=self.metrics)
         deps = SessionDeps(
             provider=self.provider,
-            tools=ToolRegistry([MemoryTool(), RecallTool(), ForgetTool()],
-                               confirm=self.config.tools.confirm, block=self.config.tools.block),
+            tools=programs.catalog,
             prompts=self.prompts,
             act=self.config.act,
             llm=self.config.llm,
@@ -127,6 +151,7 @@ class Server:
                 history_turns=self.config.act.history_turns,
                 recall_k=memory.recall_k,
             ),
+            world=programs.world,
         )
         encoder_deps = EncoderDeps(
             provider=self.provider, prompts=self.prompts, embedder=self.embedder,
@@ -161,11 +186,14 @@ class Server:
         def start_encoder(link: Link) -> pykka.ActorRef[Any]:
             return Encoder.start(link, deps=encoder_deps)
 
+
         self._root = Supervisor.start(
             None,
             name="root",
             children=(
+                # Stopped in reverse: world state is flushed while the writer still runs.
                 ChildSpec("store_writer", start_writer),
+                *self._program_children(programs, readers.get, common),
                 ChildSpec("sessions", start_sessions),
                 ChildSpec("encoder", start_encoder),
             ),
@@ -188,6 +216,13 @@ class Server:
             read=readers.get,
             healthy=lambda: not self.failed.is_set(),
             recall=recall,
+            gate=programs.gate,
+            subscriptions=programs.subscriptions,
+            world=programs.world,
+            interfaces=programs.interfaces,
+            interface_client=programs.client,
+            tools=programs.catalog,
+            prompts=self.prompts,
         ))
         sockets = tornado.netutil.bind_sockets(
             self.config.server.port, self.config.server.host, family=socket.AF_INET
@@ -195,7 +230,58 @@ class Server:
         self._http = tornado.httpserver.HTTPServer(app, xheaders=False)
         self._http.add_sockets(sockets)
         self.port = sockets[0].getsockname()[1]
+        rows = await asyncio.get_running_loop().run_in_executor(
+            None, lambda: interface_rows.subscriptions(readers.get()))
+        programs.subscriptions.start(rows)
         return self.port
+
+    def _other_programs(self) -> OtherPrograms:
+        """What paired interfaces, signals, broadcast streams and MCP servers share."""
+        config = self.config
+        self._health_pool = WorkerPool(HEALTH_WORKERS, name="chalie-health")
+        # One client for every call to an interface; each request sets its own timeouts.
+        self._http_out = httpx.Client(follow_redirects=False, trust_env=False)
+        signals = config.signals
+        gate = SignalGate(self.clock, rate_per_min=signals.rate_per_min)
+        self._subscriptions = Subscriptions(gate=gate, directory=self.directory,
+                                            metrics=self.metrics, config=config.subscriptions,
+                                            clock=self.clock)
+        return OtherPrograms(
+            client=InterfaceClient(
+                self._http_out, health_timeout_s=config.interfaces.health_timeout_s,
+                connect_timeout_s=config.interfaces.connect_timeout_s,
+                execute_timeout_s=config.interfaces.execute_timeout_s,
+                max_response_bytes=config.interfaces.max_response_bytes,
+            ),
+            catalog=ToolCatalog([MemoryTool(), RecallTool(), ForgetTool()],
+                                confirm=config.tools.confirm, block=config.tools.block),
+            interfaces=InterfaceBoard(),
+            world=WorldBoard(WorldSettings(world_max=signals.world_max,
+                                           half_life_s=signals.half_life_s,
+                                           min_salience=signals.min_salience,
+                                           top_k=signals.top_k), self.clock),
+            gate=gate,
+            subscriptions=self._subscriptions,
+        )
+
+    def _program_children(self, p: OtherPrograms, read: Callable[[], apsw.Connection],
+                          common: dict[str, Any]) -> tuple[ChildSpec, ...]:
+        """WorldState (right after the writer: stopped in reverse, it is flushed while the
+        writer still runs), InterfaceHealth and the MCP servers' supervisor."""
+        assert self._health_pool is not None
+        health = HealthDeps(board=p.interfaces, catalog=p.catalog, client=p.client,
+                            config=self.config.interfaces, read=read, clock=self.clock,
+                            pool=self._health_pool, metrics=self.metrics)
+
+        def start_world(link: Link) -> pykka.ActorRef[Any]:
+            return WorldState.start(link, board=p.world, read=read, clock=self.clock,
+                                    directory=self.directory, metrics=self.metrics,
+                                    flush_s=self.config.signals.flush_s)
+
+        def start_health(link: Link) -> pykka.ActorRef[Any]:
+            return InterfaceHealth.start(link, deps=health)
+
+        return (ChildSpec("world", start_world), ChildSpec("interface_health", start_health))
 
     async def wait_failed(self) -> str:
         assert self._on_failure is not None
@@ -229,15 +315,21 @@ class Server:
             except TimeoutError:
                 log.warning("connections_not_closed", timeout_s=CLOSE_TIMEOUT_S)
             self._http = None
+        if self._subscriptions is not None:  # before the actors: its last signals reach them
+            await self._subscriptions.stop()
+            self._subscriptions = None
         await self._let_turns_finish()
         root = self._root
         if root is not None:
             self._root = None
             await asyncio.get_running_loop().run_in_executor(None, _stop_actor, root)
-        for pool in (self._pool, self._background):
+        for pool in (self._pool, self._background, self._health_pool):
             if pool is not None:
                 pool.shutdown(wait=False, cancel_futures=True)
-        self._pool = self._background = None
+        self._pool = self._background = self._health_pool = None
+        if self._http_out is not None:
+            self._http_out.close()
+            self._http_out = None
         self.provider.close()
         self.embedder.close()
         log.info("stopped")

@@ -210,3 +210,56 @@ def test_cli_missing_config_file_exits_2(
     code = cli.main(["serve", "--config", str(tmp_path / "nope.toml")])
     assert code == 2
     assert "file not found" in capsys.readouterr().err
+
+
+# --- MCP servers --------------------------------------------------------------------------------
+
+def _mcp(tmp_path: Path, servers: str) -> Path:
+    path = tmp_path / "mcp.toml"
+    path.write_text(servers)
+    return path
+
+
+def test_mcp_servers_are_read_from_arrays_of_tables(tmp_path: Path) -> None:
+    """A stdio server and an HTTP server, each with what it needs."""
+    config = load_config(_mcp(tmp_path, """
+[[mcp.servers]]
+name = "time"
+command = "mcp-server-time"
+args = ["--local-timezone", "UTC"]
+
+[[mcp.servers]]
+name = "search"
+url = "http://127.0.0.1:9000/mcp"
+headers = { Authorization = "Bearer x" }
+"""))
+    time_server, search = config.mcp.servers
+    assert (time_server.name, time_server.command, time_server.args) == (
+        "time", "mcp-server-time", ("--local-timezone", "UTC"))
+    assert (search.url, search.headers) == ("http://127.0.0.1:9000/mcp",
+                                            {"Authorization": "Bearer x"})
+
+
+@pytest.mark.parametrize(("servers", "key", "problem"), [
+    ('[[mcp.servers]]\nname = "t"\n', "mcp.servers[0]", "either `command`"),
+    ('[[mcp.servers]]\nname = "t"\ncommand = "a"\nurl = "http://x"\n', "mcp.servers[0]",
+     "not both"),
+    ('[[mcp.servers]]\nname = "a b"\ncommand = "a"\n', "mcp.servers[0].name", "letters"),
+    ('[[mcp.servers]]\nname = "t"\ncommand = "a"\n[[mcp.servers]]\nname = "t"\ncommand = "b"\n',
+     "mcp.servers[1].name", "two servers"),
+    ('[[mcp.servers]]\nname = "t"\nurl = "ftp://x"\n', "mcp.servers[0].url", "http"),
+    ('[[mcp.servers]]\nname = "t"\ncommand = "a"\ncolour = 1\n', "mcp.servers", "colour"),
+])
+def test_a_bad_mcp_server_is_refused_naming_its_entry(tmp_path: Path, servers: str, key: str,
+                                                      problem: str) -> None:
+    """Start-up stops with the entry and what is wrong with it."""
+    with pytest.raises(ConfigError) as caught:
+        load_config(_mcp(tmp_path, servers))
+    assert caught.value.key.startswith(key)
+    assert problem in str(caught.value)
+
+
+def test_the_notify_channel_must_be_a_channel_name(tmp_path: Path) -> None:
+    """interfaces.notify_channel is checked like a /ws channel."""
+    error = _config_error(tmp_path, {"interfaces": {"notify_channel": "no spaces"}})
+    assert error.key == "interfaces.notify_channel"

@@ -83,6 +83,7 @@ class ActLoop:
         state: str = "",
         memory: str = "",
         identity: str = "",
+        world: str = "",
     ) -> None:
         self._prompts = prompts
         self.user_text = user_text
@@ -90,6 +91,7 @@ class ActLoop:
         self.state = state
         self._memory = memory
         self._identity = identity
+        self._world = world
         self._tools = tools
         self._max_iterations = max_iterations
         self._max_result_chars = max_result_chars
@@ -126,6 +128,7 @@ class ActLoop:
             "act_user",
             identity=self._identity or self._prompts.fragment("identity_empty"),
             state=self.state or self._prompts.fragment("state_empty"),
+            world=self._world or self._prompts.fragment("world_empty"),
             memory=self._memory or self._prompts.fragment("memory_empty"),
             history=self.render_history(),
             user_text=self.user_text,
@@ -201,9 +204,11 @@ class ActLoop:
         self._memory = memory
 
     def use_context(self, *, identity: str, state: str, memory: str,
-                    history: Sequence[HistoryLine], tools: tuple[ToolSpec, ...]) -> None:
+                    history: Sequence[HistoryLine], tools: tuple[ToolSpec, ...],
+                    world: str = "") -> None:
         """The turn's context, gathered and fitted before the first request."""
         self._identity = identity
+        self._world = world
         self.state = state
         self._memory = memory
         self.history = tuple(history)

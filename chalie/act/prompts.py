@@ -12,17 +12,24 @@ from chalie.paths import PROMPTS
 # file -> the placeholders its caller fills in
 _EXPECTED: dict[str, frozenset[str]] = {
     "act_system": frozenset({"now"}),
-    "act_user": frozenset({"identity", "state", "memory", "history", "user_text", "trail"}),
+    "act_user": frozenset({"identity", "state", "world", "memory", "history", "user_text",
+                           "trail"}),
     "act_final": frozenset(),
     "compact_trail": frozenset({"user_text", "trail"}),
     "checkpoint": frozenset({"state", "history", "user_text", "trail"}),
     "episode_encoding": frozenset({"count", "lines"}),
+    "interface_message": frozenset({"program", "details", "text"}),
 }
 
 
 # fragments.toml key -> the placeholders its caller fills in
 _FRAGMENTS: dict[str, frozenset[str]] = {
     "state_empty": frozenset(), "checkpoint_state_empty": frozenset(),
+    "world_empty": frozenset(), "world_state": frozenset({"items"}),
+    "world_signal": frozenset({"signal_type", "source", "age", "salience", "topic", "content"}),
+    "world_topic": frozenset({"topic"}),
+    "interface_source": frozenset({"source"}), "interface_topic": frozenset({"topic"}),
+    "interface_metadata": frozenset({"metadata"}),
     "memory_empty": frozenset(), "history_empty": frozenset(),
     "identity_empty": frozenset(), "identity_name": frozenset({"name"}),
     "identity_item": frozenset({"key", "value"}),

@@ -49,6 +49,8 @@ class UserMessage(_Msg, frozen=True):
     received_at: float
     source: str = "text"
     client_id: str | None = None
+    notify_channel: str | None = None  # an interface's message: the answer also goes here
+    topic: str | None = None  # as a `notification` frame with this topic
 
 
 class FrameRejected(_Msg, frozen=True):
@@ -156,6 +158,7 @@ class CommitTurn(_Msg, frozen=True):
     record: TurnRecord
     frames: tuple[Frame, ...]
     received_at: float  # monotonic receipt of the message: the writer stamps the response time
+    notify: AppendFrames | None = None  # frames for another channel, in the same transaction
 
 
 class CloseOpenExchange(_Msg, frozen=True):

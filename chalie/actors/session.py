@@ -23,6 +23,7 @@ from chalie.act.fastpath import is_cancel, is_empty
 from chalie.act.loop import Answer
 from chalie.actors.messages import (
     ActionRequest,
+    AppendFrames,
     ApprovalExpired,
     BackstopChecked,
     CloseOpenExchange,
@@ -45,7 +46,7 @@ from chalie.actors.session_base import SessionDeps, clip
 from chalie.actors.session_compaction import CompactionMixin
 from chalie.actors.session_memory import MemoryMixin
 from chalie.actors.turn import Turn, closing_frames, turn_record
-from chalie.frames import ActNarration, Done, Error, Status
+from chalie.frames import ActNarration, Done, Error, Notification, Status
 from chalie.llm.types import ChatResponse, ToolCall
 from chalie.memory.identity import read_name
 from chalie.store import queries
@@ -375,7 +376,8 @@ class Session(ApprovalsMixin, CompactionMixin, MemoryMixin):
         self._turn = None
         self._token_ratio = turn.budget.ratio
         self._storing = (turn.id, turn.client_id)
-        self._to_writer(CommitTurn(record, frames, turn.request.received_at))
+        self._to_writer(CommitTurn(record, frames, turn.request.received_at,
+                                   notify=_notification(turn.request, text)))
         # If the writer never answers (it crashed holding this turn), do not wait forever.
         wait = d.store.reply_timeout_s
         self._storing_timer = d.clock.call_later(wait, lambda: self._tell_self(
@@ -395,6 +397,14 @@ class Session(ApprovalsMixin, CompactionMixin, MemoryMixin):
         if not self._inbox:
             self._backstop(turn_id)
         self._start_next()
+
+def _notification(request: UserMessage | ActionRequest, answer: str | None) -> AppendFrames | None:
+    """An interface's message was answered: the answer goes to the person as a notification."""
+    if not isinstance(request, UserMessage) or request.notify_channel is None or not answer:
+        return None
+    return AppendFrames(request.notify_channel,
+                        (Notification(content=answer, topic=request.topic),))
+
 
 def _action_text(request: ActionRequest) -> str:
     return f"[action] {request.skill} {msgspec.json.encode(request.params).decode()}"

@@ -35,6 +35,7 @@ from chalie.store import queries
 from chalie.store.records import Outcome
 from chalie.tools.catalog import ToolCatalog
 from chalie.tools.registry import ToolRegistry
+from chalie.world.signals import WorldBoard
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ class SessionDeps:
     metrics: Metrics
     recall: Recall
     context: ContextSettings
+    world: WorldBoard | None = None  # signals for the prompt's world-state section
 
 
 class SessionBase(SupervisedActor, abc.ABC):

@@ -47,12 +47,13 @@ class MemoryMixin(SessionBase):
         tools = d.tools.specs()
         pending = tuple(e for e in turn.effects if isinstance(e, RememberFact))
         ratio = self._token_ratio
+        world = d.world.top() if d.world is not None else []
 
         def job() -> Any:
             built = context.build(
                 d.read(), channel=channel, text=text, recall=d.recall, prompts=d.prompts,
                 system=system, tools=tools, settings=d.context, token_ratio=ratio,
-                pending=pending,
+                pending=pending, world=world,
             )
             log.info("context_ready", recalled=len(built.recalled), tokens=built.tokens,
                      degraded=built.degraded)
@@ -63,7 +64,7 @@ class MemoryMixin(SessionBase):
     def _on_context(self, ctx: TurnContext) -> None:
         turn = self._require_turn()
         turn.loop.use_context(identity=ctx.identity, state=ctx.state, memory=ctx.memory,
-                              history=ctx.history, tools=ctx.tools)
+                              history=ctx.history, tools=ctx.tools, world=ctx.world)
         turn.history_upto = ctx.history_upto
         turn.recalled = ctx.recalled
         self._ask_llm()

@@ -196,16 +196,21 @@ class StoreWriter(SupervisedActor):
                         stored.append((item.channel, rows, None))
                         continue
                     record, frames = stamped(item, now)
+                    notify = item.notify
                     try:
                         with self.conn:  # a savepoint
                             writes.insert_turn(self.conn, record)
                             rows = self._append(seqs, record.channel, frames)
+                            if notify is not None:
+                                also = self._append(seqs, notify.channel, notify.frames)
                     except Exception as e:  # rolled back to the savepoint; seqs not moved.
                         # Not only apsw.Error: a record that cannot be written for any reason
                         # must fail alone, not take the writer and the rest of the batch down.
                         refused.append((record, str(e) if isinstance(e, apsw.Error) else repr(e)))
                         continue
                     stored.append((record.channel, rows, record))
+                    if notify is not None:
+                        stored.append((notify.channel, also, None))
                 self._prune(seqs)
                 self._prune_snapshots(sum(1 for _, _, t in stored if t is not None))
         except Exception as e:  # the transaction itself failed: nothing of the batch is stored

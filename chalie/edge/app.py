@@ -6,6 +6,14 @@ import tornado.web
 
 from chalie.edge.context import EdgeContext
 from chalie.edge.rest_auth import LoginHandler
+from chalie.edge.rest_gateway import GatewayRenderHandler
+from chalie.edge.rest_interfaces import (
+    InterfaceHandler,
+    InterfacesHandler,
+    PairHandler,
+    PairingKeyHandler,
+    RefreshHandler,
+)
 from chalie.edge.rest_memory import (
     EpisodesHandler,
     ForgetEpisodeHandler,
@@ -13,7 +21,10 @@ from chalie.edge.rest_memory import (
     KnowledgeHandler,
     SearchHandler,
 )
+from chalie.edge.rest_messages import MessagesHandler
 from chalie.edge.rest_ops import HealthHandler, MetricsHandler
+from chalie.edge.rest_signals import BatchHandler, SignalHandler
+from chalie.edge.rest_subscriptions import SubscriptionHandler, SubscriptionsHandler
 from chalie.edge.rest_turns import TurnPromptsHandler
 from chalie.edge.ws import ChatSocket
 
@@ -37,6 +48,18 @@ def make_app(ctx: EdgeContext) -> tornado.web.Application:
             (r"/api/memory/knowledge/(.*)", ForgetKnowledgeHandler, args),
             (r"/api/memory/episodes/(.*)", ForgetEpisodeHandler, args),
             (r"/api/turns/(.*)/prompts", TurnPromptsHandler, args),
+            (r"/api/interfaces/pairing-key", PairingKeyHandler, args),
+            (r"/api/interfaces/pair", PairHandler, args),
+            (r"/api/interfaces", InterfacesHandler, args),
+            (r"/api/interfaces/([^/]+)/refresh", RefreshHandler, args),
+            (r"/api/interfaces/([^/]+)", InterfaceHandler, args),
+            (r"/api/signals", SignalHandler, args),
+            (r"/api/signals/batch", BatchHandler, args),
+            (r"/api/messages", MessagesHandler, args),
+            (r"/gw/([^/]+)/render", GatewayRenderHandler, args),
+            (r"/api/subscriptions", SubscriptionsHandler, args),
+            # Any id text reaches the handler, so an unknown one gets a JSON 404.
+            (r"/api/subscriptions/(.*)", SubscriptionHandler, args),
         ],
         websocket_max_message_size=max(HARD_FRAME_LIMIT, ctx.config.server.max_frame_bytes),
         websocket_ping_interval=None,

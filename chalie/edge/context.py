@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import apsw
 
+from chalie.act.prompts import Prompts
 from chalie.actors.supervisor import Directory
 from chalie.clock import Clock
 from chalie.config import Config
@@ -14,6 +16,13 @@ from chalie.edge.auth import Authenticator, LoginThrottle
 from chalie.edge.hub import SocketHub
 from chalie.memory.recall import Recall
 from chalie.metrics import Metrics
+from chalie.world.signals import SignalGate, WorldBoard
+
+if TYPE_CHECKING:
+    from chalie.edge.subscriptions import Subscriptions
+    from chalie.interfaces.board import InterfaceBoard
+    from chalie.interfaces.client import InterfaceClient
+    from chalie.tools.catalog import ToolCatalog
 
 
 @dataclass(frozen=True)
@@ -28,3 +37,10 @@ class EdgeContext:
     read: Callable[[], apsw.Connection]
     healthy: Callable[[], bool]
     recall: Recall | None = None
+    gate: SignalGate | None = None  # signals' validation, type scoping, rate limit (IOLoop only)
+    world: WorldBoard | None = None
+    subscriptions: Subscriptions | None = None
+    interfaces: InterfaceBoard | None = None
+    interface_client: InterfaceClient | None = None
+    tools: ToolCatalog | None = None
+    prompts: Prompts | None = None

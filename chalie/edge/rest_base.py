@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import msgspec
+import pykka
 import tornado.web
 from tornado.ioloop import IOLoop
 
@@ -22,6 +23,7 @@ from chalie.edge.context import EdgeContext
 T = TypeVar("T")
 _AT = re.compile(r" - at `\$\.?([^`]*)`")
 SHOWN_CHARS = 40  # of a rejected value, quoted back in the error
+ASK_TIMEOUT_S = 10.0  # an actor that does not answer a request within this is reported (503)
 MAX_SQL_INT = 2**63 - 1
 _DIGITS = re.compile(r"[0-9]+")
 _TRUE, _FALSE = ("1", "true"), ("0", "false")
@@ -61,6 +63,28 @@ class JsonHandler(tornado.web.RequestHandler):
     async def off_loop(self, work: Callable[[], T]) -> T:
         """Run blocking work (reads, asks to actors, embedding) on a worker thread."""
         return await IOLoop.current().run_in_executor(None, work)
+
+    async def ask(self, actor: str, message: Any, *, what: str = "the store",
+                  timeout: float = ASK_TIMEOUT_S) -> Any:
+        """Ask an actor off the IOLoop; a 503 naming `what` when it is down or slow."""
+        ref = self.ctx.directory.get(actor)
+        if ref is None:
+            raise ApiError(503, f"{what} is restarting; try again shortly")
+        try:
+            return await self.off_loop(lambda: ref.ask(message, timeout=timeout))
+        except pykka.ActorDeadError:
+            raise ApiError(503, f"{what} is restarting; try again shortly") from None
+        except pykka.Timeout:
+            raise ApiError(503, f"{what} did not answer within {timeout:.0f}s; "
+                                "try again") from None
+
+    def bearer_token(self) -> str | None:
+        """The token of an `Authorization: Bearer <token>` header, if one was sent."""
+        header = self.request.headers.get("Authorization", "")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return None
+        return token.strip()
 
     def write_json(self, value: Any) -> None:
         self.write(msgspec.json.encode(value))

@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any, ClassVar, Literal
 
 import apsw
-import pykka
 
 from chalie.actors.messages import ForgetItem
 from chalie.edge.rest_base import (
@@ -125,18 +124,8 @@ class _ForgetHandler(AuthedHandler):
         self.write_json({"forgotten": {"kind": self.kind, "id": item_id}})
 
     async def _forget(self, item_id: int) -> bool:
-        writer = self.ctx.directory.get("store_writer")
-        if writer is None:
-            raise ApiError(503, "the store is restarting; try again shortly")
         message = ForgetItem(kind=self.kind, item_id=item_id)
-        try:
-            found = await self.off_loop(lambda: writer.ask(message, timeout=FORGET_TIMEOUT_S))
-        except pykka.ActorDeadError:
-            raise ApiError(503, "the store is restarting; try again shortly") from None
-        except pykka.Timeout:
-            raise ApiError(503, f"the store did not answer within {FORGET_TIMEOUT_S:.0f}s; "
-                                "try again") from None
-        return bool(found)
+        return bool(await self.ask("store_writer", message, timeout=FORGET_TIMEOUT_S))
 
 
 class ForgetKnowledgeHandler(_ForgetHandler):

@@ -27,6 +27,7 @@ from chalie.store import memory_queries as mq
 from chalie.store import queries
 from chalie.store.effects import RememberFact
 from chalie.store.queries import HistoryLine
+from chalie.world.signals import Salient
 
 log = structlog.get_logger("chalie.memory")
 
@@ -53,6 +54,7 @@ class TurnContext(msgspec.Struct, frozen=True):
     history_upto: int  # the channel's last transcript id: what a checkpoint now would cover
     tokens: dict[str, int]  # what each section used
     degraded: str | None = None
+    world: str = ""  # the fenced world-state section, or "" when no signal is salient
 
 
 def build(
@@ -67,9 +69,11 @@ def build(
     settings: ContextSettings,
     token_ratio: float = 1.0,
     pending: Sequence[RememberFact] = (),
+    world: Sequence[Salient] = (),
 ) -> TurnContext:
     """Gather and fit the context of a turn on `channel` answering `text`. `pending` are facts
-    this turn already knows (the name the person just gave) before they are stored."""
+    this turn already knows (the name the person just gave) before they are stored; `world` the
+    most salient signals with their salience, sharing the state section's budget."""
 
     def tokens(s: str) -> int:
         return max(1, round(estimate_tokens(s) * token_ratio))
@@ -97,10 +101,15 @@ def build(
         line = _identity_line(prompts, item)
         pinned = item.key == NAME_KEY
         identity_pieces.append(Piece(line, tokens(line), PINNED if pinned else len(people) - n))
-    state_pieces = []
+    state_pieces: list[Piece[str]] = []
+    current_state = None
     if checkpoint is not None:
         state_text = redact(checkpoint.text, checkpoint.created_at)
-        state_pieces.append(Piece(state_text, tokens(state_text), PINNED))
+        current_state = Piece(state_text, tokens(state_text), PINNED)
+        state_pieces.append(current_state)
+    for salient in world:
+        line = _world_line(prompts, salient)
+        state_pieces.append(Piece(line, tokens(line), salient.salience))
     memory_pieces = []
     for hit in found.hits:
         line = redact(_memory_line(prompts, hit), hit.item.created_at)
@@ -119,9 +128,11 @@ def build(
                                memory=memory_pieces, tools=tool_pieces, history=history_pieces)
     kept = [p.value for p in fitted.memory]
     person = "\n".join(p.value for p in fitted.identity[1:]) or f("identity_empty")
+    kept_world = [p.value for p in fitted.state if p is not current_state]
     return TurnContext(
         identity=person,
-        state=fitted.state[0].value if fitted.state else "",
+        state=current_state.value if current_state is not None else "",
+        world=f("world_state", items="\n".join(kept_world)) if kept_world else "",
         memory="\n".join(line for _, line in kept),
         history=tuple(p.value for p in fitted.history),  # type: ignore[misc]
         tools=tuple(p.value for p in fitted.tools),  # type: ignore[misc]
@@ -166,3 +177,36 @@ def _memory_line(prompts: Prompts, hit: Hit) -> str:
         case "knowledge":
             name = "memory_fact"
     return prompts.fragment(name, date=date, text=text)
+
+
+WORLD_CONTENT_CHARS = 500
+_FENCE = ("<<<signals", "signals>>>")
+
+
+def _world_line(prompts: Prompts, salient: Salient) -> str:
+    """One signal as data: on one line, cut short, with anything that looks like the fence
+    defused so a signal cannot close it and speak outside."""
+    s = salient.signal
+
+    def clean(text: str, limit: int) -> str:
+        text = " ".join(text.split())
+        for mark in _FENCE:
+            text = text.replace(mark, mark.replace("<", "\u2039").replace(">", "\u203a"))
+        return text if len(text) <= limit else text[:limit].rstrip() + "…"
+
+    topic = prompts.fragment("world_topic", topic=clean(s.topic, 80)) if s.topic else ""
+    return prompts.fragment(
+        "world_signal", signal_type=s.signal_type, source=clean(s.source, 80),
+        age=_age(salient.age_s), salience=f"{salient.salience:.2f}", topic=topic,
+        content=clean(s.content, WORLD_CONTENT_CHARS),
+    )
+
+
+def _age(seconds: float) -> str:
+    if seconds < 90:
+        return f"{max(0, round(seconds))}s"
+    if seconds < 90 * 60:
+        return f"{round(seconds / 60)}min"
+    if seconds < 48 * 3600:
+        return f"{round(seconds / 3600)}h"
+    return f"{round(seconds / 86400)}d"

@@ -101,8 +101,10 @@ def parse(raw: bytes | msgspec.Raw) -> SignalIn | Rejection:
         field = found.group(1) if found else ""
         message = _AT.sub("", str(e))
         if not field and message.startswith("Object missing required field"):
+            field, message = message.split("`")[1], "required"
+        elif not field and message.startswith("Object contains unknown field"):
             field = message.split("`")[1]
-            message = "required"
+            message = f"unknown field; a signal has {', '.join(SignalIn.__struct_fields__)}"
         return Rejection("invalid", f"{field or 'signal'}: {message}")
     except msgspec.DecodeError as e:
         return Rejection("invalid", f"signal is not valid JSON: {e}")
@@ -214,6 +216,14 @@ def ranked(signals: Iterable[Signal], now: float, *, half_life_s: float,
     return kept
 
 
+class Salient(msgspec.Struct, frozen=True):
+    """A signal as a prompt shows it: how salient it is now, and how old."""
+
+    salience: float
+    age_s: float
+    signal: Signal
+
+
 @dataclass(frozen=True)
 class WorldSettings:
     world_max: int
@@ -238,12 +248,14 @@ class WorldBoard:
     def signals(self) -> tuple[Signal, ...]:
         return self._signals
 
-    def top(self, k: int | None = None) -> list[tuple[float, Signal]]:
+    def top(self, k: int | None = None) -> list[Salient]:
         """The most salient signals now (signals.top_k of them unless `k` says)."""
         s = self.settings
-        found = ranked(self._signals, self._clock.time(), half_life_s=s.half_life_s,
+        now = self._clock.time()
+        found = ranked(self._signals, now, half_life_s=s.half_life_s,
                        min_salience=s.min_salience)
-        return found[: s.top_k if k is None else k]
+        return [Salient(value, max(0.0, now - signal.received_at), signal)
+                for value, signal in found[: s.top_k if k is None else k]]
 
 
 def keep(signals: Sequence[Signal], now: float, settings: WorldSettings) -> tuple[Signal, ...]:

@@ -1,13 +1,17 @@
-"""Signals ingest: signals per second accepted through POST /api/signals/batch.
+"""Signals ingest: signals per second accepted through POST /api/signals/batch, and what the
+load does to /ws turns.
 
-Until the server has the endpoint this prints `"status": "skipped"`: it first POSTs an empty
-batch and a 404 (or 405) means there is nothing to measure yet. Otherwise --signals signals
-go out in batches of --batch (the contract's maximum is 50) from --concurrency client threads,
-each with its own keep-alive connection and the session cookie of one login. Reported: signals
-accepted per second (the `accepted` counts of the 200 answers over the wall time), rejected
-signals, non-200 answers by status (429 is the per-wrapper rate limit), batch latency.
+It first POSTs an empty batch: a 404 (or 405) means there is nothing to measure and it prints
+`"status": "skipped"`. Otherwise: --turns /ws turns alone (the baseline), then --signals signals
+in batches of --batch (the contract's maximum is 50) from --concurrency client threads, each
+with its own keep-alive connection and the session cookie of one login, while one /ws client
+keeps running turns. The server's signals.rate_per_min is set high enough not to bind.
+Reported: signals accepted per second (the `accepted` counts of the 200 answers over the wall
+time), rejected signals, answers by status, batch latency, and the turns' server response
+time (the `message` frame's metrics.response_time_s) and client round trip, p50/p99, alone and
+under load.
 
-    .venv/bin/python scripts/bench/signals_ingest.py [--signals 20000] [--batch 50]
+    .venv/bin/python scripts/bench/signals_ingest.py [--signals 100000] [--batch 50]
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import _common
 import httpx
 from _common import emit, log_problems, progress, summary
 
-from tests.integration.harness import ServerProcess, StubLlm
+from tests.integration.harness import Client, ServerProcess, StubLlm
 
 _common.quiet_logging()
 
@@ -81,9 +85,39 @@ def sender(url: str, cookie: str, batches: list[list[dict[str, Any]]], totals: T
                     totals.samples.append(f"{r.status_code}: {r.text[:200]}")
 
 
+class Turns:
+    """Turns run one after another on one /ws client until told to stop."""
+
+    def __init__(self) -> None:
+        self.server_s: list[float] = []
+        self.client_s: list[float] = []
+        self.errors = 0
+
+    def run(self, client: Client, stop: threading.Event | None, count: int) -> None:
+        n = 0
+        while (stop is None and n < count) or (stop is not None and not stop.is_set()):
+            t0 = time.perf_counter()
+            frames = client.turn(f"bench turn {n}")
+            self.client_s.append(time.perf_counter() - t0)
+            message = next((f for f in frames if f["type"] == "message"), None)
+            if message is None:
+                self.errors += 1
+            else:
+                self.server_s.append(message["metrics"]["response_time_s"])
+            n += 1
+
+    def report(self) -> dict[str, Any]:
+        return {"turns": len(self.client_s), "errors": self.errors,
+                "server_response_s": summary(self.server_s),
+                "client_round_trip_s": summary(self.client_s)}
+
+
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--signals", type=int, default=20000, help="signals to send (20000)")
+    parser.add_argument("--signals", type=int, default=100000,
+                        help="signals to send (100000)")
+    parser.add_argument("--turns", type=int, default=200,
+                        help="baseline /ws turns before the signals (200)")
     parser.add_argument("--batch", type=int, default=50, help="signals per request (50)")
     parser.add_argument("--concurrency", type=int, default=4, help="client threads (4)")
     parser.add_argument("--max-seconds", type=float, default=300.0,
@@ -94,10 +128,12 @@ def parse_args() -> argparse.Namespace:
 def main() -> int:
     args = parse_args()
     params = {"signals": args.signals, "batch": args.batch, "concurrency": args.concurrency,
-              "endpoint": ENDPOINT}
+              "baseline_turns": args.turns, "endpoint": ENDPOINT}
     stub = StubLlm()
     workdir = Path(tempfile.mkdtemp(prefix="chalie-bench-signals-"))
-    server = ServerProcess(workdir, stub, log={"level": "info"})
+    server = ServerProcess(workdir, stub, log={"level": "warning"},
+                           signals={"rate_per_min": 1_000_000_000})
+    alone, loaded = Turns(), Turns()
     try:
         server.start()
         cookie = server.login()
@@ -108,7 +144,10 @@ def main() -> int:
                  reason=f"the server answers {probe.status_code} to POST {ENDPOINT}: "
                         "signals are not implemented yet")
             return 0
-        progress(f"POST {ENDPOINT} [] -> {probe.status_code}; sending {args.signals} signals")
+        chat = server.connect(cookie)
+        progress(f"POST {ENDPOINT} [] -> {probe.status_code}; {args.turns} turns alone")
+        alone.run(chat, None, args.turns)
+        progress(f"sending {args.signals} signals while turns run")
         signals = [signal_body(i) for i in range(args.signals)]
         batches = [signals[i:i + args.batch] for i in range(0, len(signals), args.batch)]
         totals = Totals()
@@ -118,12 +157,17 @@ def main() -> int:
                                                   batches[k::args.concurrency], totals, deadline))
             for k in range(args.concurrency)
         ]
+        stop = threading.Event()
+        prober = threading.Thread(target=loaded.run, args=(chat, stop, 0))
         t0 = time.perf_counter()
         for t in threads:
             t.start()
+        prober.start()
         for t in threads:
             t.join()
         wall = time.perf_counter() - t0
+        stop.set()
+        prober.join()
         assert server.proc is not None
         rss = _common.peak_rss_mib(server.proc.pid)
     finally:
@@ -141,6 +185,8 @@ def main() -> int:
         responses_by_status={str(k): v for k, v in sorted(totals.statuses.items())},
         response_samples=totals.samples,
         batch_latency_s=summary(totals.latency),
+        turns_alone=alone.report(),
+        turns_under_load=loaded.report(),
         server_peak_rss_mib=rss,
         server_log=log_problems(server.log_events()),
         server_exit_code=code,

@@ -57,7 +57,8 @@ def test_first_request_holds_history_message_and_empty_trail() -> None:
     assert request.tools == (MEMORY, CLOCK)
     assert user_message(request) == PROMPTS.render(
         "act_user", identity="(nothing known about them yet)", state="(none yet)",
-        memory="(nothing relevant stored)", history="Person: I got a dog\nYou: Nice!",
+        world="(nothing reported)", memory="(nothing relevant stored)",
+        history="Person: I got a dog\nYou: Nice!",
         user_text="What is my pet called?", trail="(nothing yet)",
     )
 

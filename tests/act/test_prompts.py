@@ -24,10 +24,11 @@ def test_shipped_prompts_load_and_render() -> None:
     system = prompts.render("act_system", now="2024-05-01 10:00 UTC")
     assert system.startswith("You are Chalie")
     assert system.endswith("The time now is 2024-05-01 10:00 UTC.")
-    user = prompts.render("act_user", identity="I", state="S", memory="M",
+    user = prompts.render("act_user", identity="I", state="S", world="W", memory="M",
                           history="Person: hi", user_text="what now?", trail="(none)")
     assert user == (
         "# Who you are talking to\n\nI\n\n# Current State\n\nS\n\n"
+        "# What other programs report (world state)\n\nW\n\n"
         "# What you remember that may matter here\n\nM\n\n"
         "# Conversation so far\n\nPerson: hi\n\n# The person's message\n\nwhat now?\n\n"
         "# Your work on this message so far\n\n(none)"
@@ -37,7 +38,8 @@ def test_shipped_prompts_load_and_render() -> None:
 
 def test_dollar_signs_in_values_are_kept_literally() -> None:
     """A message containing "$history" is shown as typed, not substituted."""
-    user = Prompts.load().render("act_user", identity="", state="", memory="", history="",
+    user = Prompts.load().render("act_user", identity="", state="", world="", memory="",
+                                 history="",
                                      user_text="costs $5 $trail", trail="x")
     assert "costs $5 $trail" in user
 

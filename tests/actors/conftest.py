@@ -32,6 +32,7 @@ from chalie.actors.session import Session, SessionDeps
 from chalie.actors.session_supervisor import SessionSupervisor
 from chalie.actors.store_writer import StoreWriter
 from chalie.actors.supervisor import ChildSpec, Directory, Link, Supervisor
+from chalie.actors.world_state import WorldState
 from chalie.clock import ManualClock, Timer
 from chalie.config import CONTEXT_SHARES, Config
 from chalie.errors import LlmBadResponse
@@ -46,6 +47,7 @@ from chalie.store.records import TurnRecord
 from chalie.tools.base import Tool
 from chalie.tools.memory import MemoryTool
 from chalie.tools.registry import ToolRegistry
+from chalie.world.signals import WorldBoard
 
 WAIT_S = 10.0  # upper bound for another thread's work; a passing test never waits this long
 
@@ -427,14 +429,18 @@ def start_tree(make_config: Any, clock: WatchedClock) -> Iterator[Callable[..., 
         encoder: bool = False,
         background: Executor | None = None,
         prompts: Prompts | None = None,
+        world: WorldBoard | None = None,
+        signals: dict[str, Any] | None = None,
     ) -> Tree:
         """`confirm`/`block` are the registry's tools.confirm/tools.block; `pool` replaces the
         worker pool (`threaded` picks a real one of 4 threads, otherwise jobs run inline).
-        `encoder` starts the Encoder too, on `background` (inline unless given)."""
+        `encoder` starts the Encoder too, on `background` (inline unless given); `world` starts
+        WorldState publishing on that board, which prompts read."""
         config = make_config(
             act=act or {}, llm=llm or {}, store=store or {},
             memory={"index_delay_s": 0.0, **(memory or {})},  # embed at once unless told
             context=context or {},
+            signals=signals or {},
             supervisor={"backoff_initial_s": 1.0, "backoff_max_s": 8.0},
         )
         store_config = config.store
@@ -472,6 +478,7 @@ def start_tree(make_config: Any, clock: WatchedClock) -> Iterator[Callable[..., 
                 shares={n: getattr(config.context, n) for n in CONTEXT_SHARES},
                 history_turns=config.act.history_turns, recall_k=config.memory.recall_k,
             ),
+            world=world,
         )
         encoder_deps = EncoderDeps(
             provider=provider, prompts=deps.prompts, embedder=embedder, space_id=space_id,
@@ -496,7 +503,16 @@ def start_tree(make_config: Any, clock: WatchedClock) -> Iterator[Callable[..., 
         def start_encoder(link: Link) -> pykka.ActorRef[Any]:
             return Encoder.start(link, deps=encoder_deps)
 
-        children = [ChildSpec("store_writer", start_writer), ChildSpec("sessions", start_sessions)]
+        def start_world(link: Link) -> pykka.ActorRef[Any]:
+            assert world is not None
+            return WorldState.start(link, board=world, read=readers.get, clock=clock,
+                                    directory=directory, metrics=metrics,
+                                    flush_s=config.signals.flush_s)
+
+        children = [ChildSpec("store_writer", start_writer)]
+        if world is not None:
+            children.append(ChildSpec("world", start_world))
+        children.append(ChildSpec("sessions", start_sessions))
         if encoder:
             children.append(ChildSpec("encoder", start_encoder))
         root = Supervisor.start(None, name="root", children=tuple(children), **common)

@@ -1,0 +1,94 @@
+"""WorldState: the owner of world state. Signals in, decay, the top few out to every prompt.
+
+Accepted signals arrive as SignalsIn (from REST and broadcast streams, already checked by the
+edge's SignalGate). The actor keeps at most `signals.world_max` of them (the least salient go,
+and so does any that decayed under `signals.min_salience`) and publishes the result on the
+WorldBoard, which prompts read without asking. World state is written to the store at most
+every `signals.flush_s` seconds and when the actor stops, and read back when it starts, so a
+restart keeps it. Nothing here calls an LLM.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import apsw
+import pykka
+import structlog
+
+from chalie.actors.messages import FlushWorld, SaveWorld, SignalsIn
+from chalie.actors.supervisor import Directory, Link, SupervisedActor
+from chalie.clock import Clock, Timer
+from chalie.metrics import Metrics
+from chalie.store import interface_rows
+from chalie.world.signals import Signal, WorldBoard, keep
+
+log = structlog.get_logger("chalie.world")
+
+
+class WorldState(SupervisedActor):
+    def __init__(self, link: Link | None, *, board: WorldBoard, read: Callable[[], apsw.Connection],
+                 clock: Clock, directory: Directory, metrics: Metrics, flush_s: float) -> None:
+        super().__init__(link)
+        self._board = board
+        self._read = read
+        self._clock = clock
+        self._directory = directory
+        self._metrics = metrics
+        self._flush_s = flush_s
+        self._signals: tuple[Signal, ...] = ()
+        self._dirty = False
+        self._flush_timer: Timer | None = None
+
+    def started(self) -> None:
+        stored = interface_rows.world(self._read())
+        self._signals = keep(stored, self._clock.time(), self._board.settings)
+        self._publish()
+        log.info("world_state_loaded", signals=len(self._signals), stored=len(stored))
+
+    def on_stop(self) -> None:
+        if self._flush_timer is not None:
+            self._flush_timer.cancel()
+        if self._dirty:
+            self._flush()
+
+    def on_receive(self, message: Any) -> Any:
+        match message:
+            case SignalsIn(signals=signals):
+                self._take(signals)
+            case FlushWorld():
+                self._flush_timer = None
+                if self._dirty:
+                    self._flush()
+            case _:
+                log.warning("unexpected_message", message=type(message).__name__)
+
+    def _take(self, signals: tuple[Signal, ...]) -> None:
+        merged = (*self._signals, *signals)
+        settings = self._board.settings
+        if len(merged) > settings.world_max:
+            self._signals = keep(merged, self._clock.time(), settings)
+        else:
+            self._signals = merged  # below the cap, decayed ones are only left out of prompts
+        self._publish()
+        self._dirty = True
+        if self._flush_timer is None:
+            self._flush_timer = self._clock.call_later(self._flush_s, self._tell_flush)
+
+    def _tell_flush(self) -> None:
+        try:
+            self.actor_ref.tell(FlushWorld())
+        except pykka.ActorDeadError:  # stopped meanwhile: on_stop flushed
+            pass
+
+    def _publish(self) -> None:
+        self._board.publish(self._signals)
+        self._metrics.world_signals.set(len(self._signals))
+
+    def _flush(self) -> None:
+        # Decayed signals are dropped before they are written, so the store stays small.
+        self._signals = keep(self._signals, self._clock.time(), self._board.settings)
+        self._publish()
+        self._dirty = False
+        self._directory.tell("store_writer", SaveWorld(self._signals))

@@ -1,0 +1,207 @@
+"""/api/interfaces: pairing other programs, and managing them (spec/interfaces.md section 7).
+
+The person (cookie) makes a one-time pairing key; the program pairs with it: Chalie checks its
+GET /health and GET /capabilities, then uses up the key and stores the interface in one
+transaction, and answers its id and a bearer token shown this once (only its hash is kept).
+A wrong, used or expired key is a 401 that changes nothing; an interface that fails its checks
+is a 502 naming what failed, and the key stays good for another try. Only the cookie manages
+interfaces: a bearer token never can.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import uuid
+from typing import Any
+
+import msgspec
+
+from chalie.actors.messages import (
+    CreatePairingKey,
+    DeleteInterface,
+    InterfaceChanged,
+    InterfaceGone,
+    PairInterface,
+    UpdateCapabilities,
+)
+from chalie.edge.rest_base import ApiError, AuthedHandler, JsonHandler, shown
+from chalie.interfaces.board import InterfaceState, provider_key, token_hash
+from chalie.interfaces.capabilities import encode_capabilities
+from chalie.interfaces.errors import InterfaceError
+from chalie.store import interface_rows
+from chalie.store.interface_rows import InterfaceRow
+from chalie.world.signals import ANY_TYPE, MAX_TYPE, TYPE_RE
+
+MAX_NAME = 64
+MAX_HOST = 253
+MAX_DECLARED = 100
+_HOST_RE = re.compile(r"^[A-Za-z0-9.:_\[\]%-]+$")  # a hostname, IPv4 or IPv6 address
+
+
+class PairBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    pairing_key: str
+    name: str
+    host: str
+    port: int
+    signals: list[str] | None = None
+
+
+class PairingKeyHandler(AuthedHandler):
+    """POST /api/interfaces/pairing-key: a one-time key, good for interfaces.pairing_key_ttl_s."""
+
+    async def post(self) -> None:
+        self.query_params()
+        key = secrets.token_urlsafe(24)
+        now = self.ctx.clock.time()
+        expires = now + self.ctx.config.interfaces.pairing_key_ttl_s
+        await self.ask("store_writer", CreatePairingKey(token_hash(key), now, expires))
+        self.write_json({"pairing_key": key, "expires_at": expires})
+
+
+class PairHandler(JsonHandler):
+    """POST /api/interfaces/pair: authenticated by the pairing key in the body."""
+
+    async def post(self) -> None:
+        body = self.decode_body(PairBody)
+        name, host, signals = _checked(body)
+        key_hash = token_hash(body.pairing_key)
+        now = self.ctx.clock.time()
+        if not await self.off_loop(
+                lambda: interface_rows.pairing_key_usable(self.ctx.read(), key_hash, now)):
+            raise ApiError(401, "pairing_key: unknown, already used or expired; make a new "
+                                "one with POST /api/interfaces/pairing-key")
+        client = self._client()
+        try:
+            health = await self.off_loop(lambda: client.health(host, body.port))
+            capabilities = await self.off_loop(lambda: client.capabilities(host, body.port))
+        except InterfaceError as e:
+            raise ApiError(502, f"the interface failed its checks: {e}") from None
+        token = secrets.token_urlsafe(32)
+        row = InterfaceRow(
+            id=str(uuid.uuid4()), name=name, host=host, port=body.port, signals=signals,
+            token_hash=token_hash(token), version=health.version,
+            capabilities=encode_capabilities(capabilities), paired_at=now, refreshed_at=now,
+        )
+        if not await self.ask("store_writer", PairInterface(key_hash, now, row)):
+            raise ApiError(401, "pairing_key: already used or expired")
+        await self.ask("interface_health", InterfaceChanged(row), what="interface health")
+        self.set_status(201)
+        self.write_json({"interface_id": row.id, "signal_token": token})
+
+    def _client(self) -> Any:
+        client = self.ctx.interface_client
+        if client is None:
+            raise ApiError(503, "interfaces are not available on this server")
+        return client
+
+
+class InterfacesHandler(AuthedHandler):
+    """GET /api/interfaces: every paired interface with its online state and tool names."""
+
+    async def get(self) -> None:
+        self.query_params()
+        self.write_json({"items": [self._item(s) for s in self._board().all()]})
+
+    def _board(self) -> Any:
+        board = self.ctx.interfaces
+        if board is None:
+            raise ApiError(503, "interfaces are not available on this server")
+        return board
+
+    def _item(self, state: InterfaceState) -> dict[str, Any]:
+        row = state.row
+        return {
+            "id": row.id, "name": row.name, "host": row.host, "port": row.port,
+            "version": row.version,
+            "signals": list(row.signals) if row.signals is not None else None,
+            "online": state.online, "failures": state.failures,
+            "last_check_at": state.last_check_at, "last_error": state.last_error,
+            "changed_at": state.changed_at, "paired_at": row.paired_at,
+            "refreshed_at": row.refreshed_at,
+            "tools": list(self.ctx.tools.names_of(provider_key(row.id)))
+            if self.ctx.tools is not None else [],
+        }
+
+    def _state(self, interface_id: str) -> InterfaceState:
+        state: InterfaceState | None = self._board().get(interface_id)
+        if state is None:
+            raise ApiError(404, f"no paired interface {shown(interface_id)}")
+        return state
+
+    def _detail(self, state: InterfaceState) -> dict[str, Any]:
+        item = self._item(state)
+        registry = self.ctx.tools.current() if self.ctx.tools is not None else None
+        tools = []
+        for name in item["tools"]:
+            tool = registry.get(name) if registry is not None else None
+            if tool is not None:
+                tools.append({"name": name, "description": tool.spec.description,
+                              "parameters": tool.spec.parameters})
+        item["tools"] = tools
+        return item
+
+
+class InterfaceHandler(InterfacesHandler):
+    """GET /api/interfaces/<id> (detail with tools), DELETE (unpair at once)."""
+
+    async def get(self, interface_id: str) -> None:  # type: ignore[override]
+        self.query_params()
+        self.write_json(self._detail(self._state(interface_id)))
+
+    async def delete(self, interface_id: str) -> None:
+        self.query_params()
+        if not await self.ask("store_writer", DeleteInterface(interface_id)):
+            raise ApiError(404, f"no paired interface {shown(interface_id)}")
+        # Answered once readers no longer see it: its token is refused from here on.
+        await self.ask("interface_health", InterfaceGone(interface_id), what="interface health")
+        if self.ctx.gate is not None:
+            self.ctx.gate.forget(interface_id)
+        self.write_json({"unpaired": interface_id})
+
+
+class RefreshHandler(InterfacesHandler):
+    """POST /api/interfaces/<id>/refresh: fetch its capabilities again."""
+
+    async def post(self, interface_id: str) -> None:
+        self.query_params()
+        state = self._state(interface_id)
+        row = state.row
+        client = self.ctx.interface_client
+        if client is None:
+            raise ApiError(503, "interfaces are not available on this server")
+        try:
+            health = await self.off_loop(lambda: client.health(row.host, row.port))
+            capabilities = await self.off_loop(lambda: client.capabilities(row.host, row.port))
+        except InterfaceError as e:
+            raise ApiError(502, f"the interface failed its checks: {e}") from None
+        now = self.ctx.clock.time()
+        encoded = encode_capabilities(capabilities)
+        update = UpdateCapabilities(row.id, health.version, encoded, now)
+        if not await self.ask("store_writer", update):
+            raise ApiError(404, f"no paired interface {shown(interface_id)}")
+        fresh = msgspec.structs.replace(row, version=health.version, capabilities=encoded,
+                                        refreshed_at=now)
+        await self.ask("interface_health", InterfaceChanged(fresh), what="interface health")
+        self.write_json(self._detail(self._state(interface_id)))
+
+
+def _checked(body: PairBody) -> tuple[str, str, tuple[str, ...] | None]:
+    """The pairing body's name, host and declared signal types, or a 400 naming the field."""
+    name = body.name.strip()
+    if not 0 < len(name) <= MAX_NAME:
+        raise ApiError(400, f"name: 1-{MAX_NAME} characters, not blank")
+    host = body.host.strip()
+    if not 0 < len(host) <= MAX_HOST or not _HOST_RE.match(host):
+        raise ApiError(400, f"host: a hostname or IP address, got {shown(body.host)}")
+    if not 1 <= body.port <= 65535:
+        raise ApiError(400, f"port: must be from 1 to 65535, got {body.port}")
+    if body.signals is None:
+        return name, host.strip("[]"), None
+    if len(body.signals) > MAX_DECLARED:
+        raise ApiError(400, f"signals: at most {MAX_DECLARED} signal types")
+    for n, kind in enumerate(body.signals):
+        if kind != ANY_TYPE and (not 0 < len(kind) <= MAX_TYPE or not TYPE_RE.match(kind)):
+            raise ApiError(400, f"signals[{n}]: a signal type (1-{MAX_TYPE} letters, digits or "
+                                f"'_', '.', ':', '-') or \"*\", got {shown(kind)}")
+    return name, host.strip("[]"), tuple(dict.fromkeys(body.signals))

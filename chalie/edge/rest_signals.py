@@ -1,0 +1,102 @@
+"""/api/signals and /api/signals/batch: other programs report world state (spec section 3).
+
+A paired interface sends its bearer token and may emit only the signal types it declared at
+pairing; the logged-in person's cookie counts as the interface "__chat_ui__", which may emit
+any. Each signal is checked, type-scoped and rate-limited on its own (SignalGate), and the
+accepted ones go to the WorldState actor. No LLM is called, whatever the volume.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chalie.actors.messages import SignalsIn
+from chalie.edge.auth import COOKIE
+from chalie.edge.rest_base import ApiError, JsonHandler
+from chalie.world.signals import (
+    CHAT_UI,
+    Rejection,
+    Signal,
+    SignalGate,
+    allowed_types,
+    decode_batch,
+    parse,
+)
+
+RETRY_AFTER_S = 1  # what a rate-limited sender is told to wait
+
+
+class _SignalHandler(JsonHandler):
+    async def sender(self) -> tuple[str, frozenset[str] | None]:
+        """(sender, signal types it may emit: None = any), or a 401."""
+        token = self.bearer_token()
+        if token is not None:
+            board = self.ctx.interfaces
+            state = board.by_token(token) if board is not None else None
+            if state is None:
+                raise ApiError(401, "bearer token unknown or revoked; pair again")
+            return state.row.id, allowed_types(state.row.signals)
+        cookie = self.get_cookie(COOKIE)
+        if cookie:
+            logged_in: bool = await self.off_loop(lambda: self.ctx.auth.session_ok(cookie))
+            if logged_in:
+                return CHAT_UI, None
+        raise ApiError(401, "send the interface's bearer token (Authorization: Bearer ...) or "
+                            "log in")
+
+    def gate(self) -> SignalGate:
+        if self.ctx.gate is None:
+            raise ApiError(503, "signals are not available on this server")
+        return self.ctx.gate
+
+    def count(self, result: Signal | Rejection, n: int = 1) -> None:
+        reason = "accepted" if isinstance(result, Signal) else result.reason
+        self.ctx.metrics.signals.labels(result=reason, via="rest").inc(n)
+
+    def to_world(self, signals: tuple[Signal, ...]) -> None:
+        if signals and not self.ctx.directory.tell("world", SignalsIn(signals)):
+            raise ApiError(503, "world state is restarting; try again shortly")
+
+
+class SignalHandler(_SignalHandler):
+    """POST /api/signals: one signal; 202 {"ok": true, "signal_id"}."""
+
+    async def post(self) -> None:
+        self.query_params()
+        sender, allowed = await self.sender()
+        result = self.gate().admit(sender, allowed, parse(self.request.body))
+        self.count(result)
+        if isinstance(result, Rejection):
+            if result.reason == "rate_limited":
+                self.set_header("Retry-After", str(RETRY_AFTER_S))
+            raise ApiError(result.status, result.error)
+        self.to_world((result,))
+        self.set_status(202)
+        self.write_json({"ok": True, "signal_id": result.id})
+
+
+class BatchHandler(_SignalHandler):
+    """POST /api/signals/batch: up to 50 signals, each checked and limited on its own;
+    200 {"accepted", "rejected", "errors": [{"index", "error", "status"}]}."""
+
+    async def post(self) -> None:
+        self.query_params()
+        sender, allowed = await self.sender()
+        try:
+            items = decode_batch(self.request.body)
+        except ValueError as e:
+            raise ApiError(400, str(e)) from None
+        gate = self.gate()
+        accepted: list[Signal] = []
+        errors: list[dict[str, Any]] = []
+        for index, raw in enumerate(items):
+            result = gate.admit(sender, allowed, parse(raw))
+            if isinstance(result, Signal):
+                accepted.append(result)
+            else:
+                self.count(result)
+                errors.append({"index": index, "error": result.error, "status": result.status})
+        if accepted:
+            self.count(accepted[0], len(accepted))
+        self.to_world(tuple(accepted))
+        self.write_json({"accepted": len(accepted), "rejected": len(errors), "errors": errors})

@@ -1,0 +1,209 @@
+"""What a paired interface says about itself: its GET /health and GET /capabilities, checked.
+
+An answer is decoded as plain JSON and then checked field by field, so an error names the exact
+place that failed: "capabilities[2].parameters[0].type: must be string, number, boolean or
+object, got \"int\"". Fields the contract does not name are ignored (an interface may say more
+than Chalie reads); the fields it names must have their types. The rules beyond the spec's
+table: capability names are 1-64 characters and unique within the interface, at most 200
+capabilities, descriptions not blank, parameter names unique within their capability.
+
+Checked capabilities are stored as JSON (`encode_capabilities`) and read back through the same
+checks (`decode_capabilities`), and become the tools the model sees (`tool_spec`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import msgspec
+
+from chalie.interfaces.errors import InterfaceError, shown
+from chalie.llm.types import ToolSpec
+
+MAX_CAPABILITIES = 200
+MAX_NAME = 64
+PARAM_TYPES = ("string", "number", "boolean", "object")
+
+ParamType = Literal["string", "number", "boolean", "object"]
+
+_MISSING = object()
+
+
+class Health(msgspec.Struct, frozen=True):
+    """GET /health: `status` is always "ok" (any other answer is a failed check)."""
+
+    status: str
+    name: str
+    version: str
+
+
+class Parameter(msgspec.Struct, frozen=True):
+    name: str
+    type: ParamType
+    required: bool
+    description: str
+
+
+class Capability(msgspec.Struct, frozen=True, omit_defaults=True):
+    """One tool of an interface. `returns` is the interface's own description of its result
+    (a JSON object or a string), kept as it came."""
+
+    name: str
+    description: str
+    parameters: tuple[Parameter, ...]
+    documentation: str | None = None
+    returns: Any = None
+
+
+def parse_health(raw: bytes) -> Health:
+    """GET /health's body -> Health, or InterfaceError naming the field that failed."""
+    return health_from_json(decode_json(raw, "health"))
+
+
+def health_from_json(value: Any) -> Health:
+    body = _object(value, "health")
+    status = body.get("status", _MISSING)
+    if status != "ok":
+        raise InterfaceError(f'health.status: must be "ok", got {_shown(status)}')
+    return Health(status="ok", name=_text(body, "name", "health"),
+                  version=_string(body, "version", "health"))
+
+
+def parse_capabilities(raw: bytes) -> tuple[Capability, ...]:
+    """GET /capabilities' body -> the capabilities in the interface's order, or InterfaceError."""
+    return capabilities_from_json(decode_json(raw, "capabilities"))
+
+
+def capabilities_from_json(value: Any) -> tuple[Capability, ...]:
+    if not isinstance(value, list):
+        raise InterfaceError(f"capabilities: must be a JSON array, got {_kind(value)}")
+    if len(value) > MAX_CAPABILITIES:
+        raise InterfaceError(
+            f"capabilities: at most {MAX_CAPABILITIES} capabilities, got {len(value)}")
+    seen: dict[str, int] = {}
+    capabilities = []
+    for i, item in enumerate(value):
+        capability = _capability(item, f"capabilities[{i}]")
+        if capability.name in seen:
+            raise InterfaceError(
+                f"capabilities[{i}].name: {_shown(capability.name)} is used twice "
+                f"(also capabilities[{seen[capability.name]}])")
+        seen[capability.name] = i
+        capabilities.append(capability)
+    return tuple(capabilities)
+
+
+def encode_capabilities(capabilities: Sequence[Capability]) -> str:
+    """Checked capabilities as the JSON array that is stored with the interface."""
+    return msgspec.json.encode(tuple(capabilities)).decode()
+
+
+def decode_capabilities(text: str) -> tuple[Capability, ...]:
+    """The stored JSON back, through the same checks it passed when it was stored."""
+    return parse_capabilities(text.encode())
+
+
+def tool_spec(capability: Capability) -> ToolSpec:
+    """The capability as the model sees it: its description (and documentation, a paragraph
+    below) and a JSON schema of its parameters that allows no others."""
+    properties = {p.name: {"type": p.type, "description": p.description}
+                  for p in capability.parameters}
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": properties,
+        "required": [p.name for p in capability.parameters if p.required],
+        "additionalProperties": False,
+    }
+    description = capability.description
+    if capability.documentation:
+        description = f"{description}\n\n{capability.documentation}"
+    return ToolSpec(name=capability.name, description=description, parameters=schema)
+
+
+def decode_json(raw: bytes, where: str) -> Any:
+    """Bytes -> a JSON value, or InterfaceError "<where>: not JSON (...)"."""
+    try:
+        return msgspec.json.decode(raw)
+    except (msgspec.DecodeError, msgspec.ValidationError) as e:
+        raise InterfaceError(f"{where}: not JSON ({e})") from None
+
+
+# --- checks -------------------------------------------------------------------------------------
+
+def _capability(value: Any, where: str) -> Capability:
+    body = _object(value, where)
+    name = _text(body, "name", where)
+    if len(name) > MAX_NAME:
+        raise InterfaceError(f"{where}.name: at most {MAX_NAME} characters, got {len(name)}")
+    raw_params = body.get("parameters", _MISSING)
+    if not isinstance(raw_params, list):
+        raise InterfaceError(f"{where}.parameters: must be an array, got {_shown(raw_params)}")
+    seen: dict[str, int] = {}
+    parameters = []
+    for j, item in enumerate(raw_params):
+        parameter = _parameter(item, f"{where}.parameters[{j}]")
+        if parameter.name in seen:
+            raise InterfaceError(
+                f"{where}.parameters[{j}].name: {_shown(parameter.name)} is used twice "
+                f"(also parameters[{seen[parameter.name]}])")
+        seen[parameter.name] = j
+        parameters.append(parameter)
+    documentation = body.get("documentation")
+    if documentation is not None and not isinstance(documentation, str):
+        raise InterfaceError(
+            f"{where}.documentation: must be a string, got {_shown(documentation)}")
+    returns = body.get("returns")
+    if returns is not None and not isinstance(returns, (dict, str)):
+        raise InterfaceError(
+            f"{where}.returns: must be an object or a string, got {_shown(returns)}")
+    return Capability(
+        name=name, description=_text(body, "description", where), parameters=tuple(parameters),
+        documentation=documentation if documentation and documentation.strip() else None,
+        returns=returns,
+    )
+
+
+def _parameter(value: Any, where: str) -> Parameter:
+    body = _object(value, where)
+    name = _text(body, "name", where)
+    kind = body.get("type", _MISSING)
+    if kind not in PARAM_TYPES:
+        raise InterfaceError(
+            f"{where}.type: must be string, number, boolean or object, got {_shown(kind)}")
+    required = body.get("required", _MISSING)
+    if not isinstance(required, bool):
+        raise InterfaceError(f"{where}.required: must be true or false, got {_shown(required)}")
+    return Parameter(name=name, type=kind, required=required,
+                     description=_text(body, "description", where))
+
+
+def _object(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise InterfaceError(f"{where}: must be a JSON object, got {_kind(value)}")
+    return value
+
+
+def _string(body: dict[str, Any], key: str, where: str) -> str:
+    value = body.get(key, _MISSING)
+    if not isinstance(value, str):
+        raise InterfaceError(f"{where}.{key}: must be a string, got {_shown(value)}")
+    return value
+
+
+def _text(body: dict[str, Any], key: str, where: str) -> str:
+    """A string field that must not be blank."""
+    value = _string(body, key, where)
+    if not value.strip():
+        raise InterfaceError(f"{where}.{key}: must not be blank")
+    return value
+
+
+def _shown(value: Any) -> str:
+    return "nothing" if value is _MISSING else shown(value)
+
+
+def _kind(value: Any) -> str:
+    kinds = {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
+             type(None): "null"}
+    return kinds.get(type(value), "a number")

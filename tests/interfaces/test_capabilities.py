@@ -1,0 +1,175 @@
+"""GET /health and GET /capabilities answers, checked, stored, and offered to the model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import pytest
+
+from chalie.interfaces.capabilities import (
+    Capability,
+    Health,
+    Parameter,
+    decode_capabilities,
+    encode_capabilities,
+    parse_capabilities,
+    parse_health,
+    tool_spec,
+)
+from chalie.interfaces.errors import InterfaceError
+
+
+def cap(name: str = "forecast", **fields: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "name": name, "description": "The weather for a city.",
+        "parameters": [{"name": "city", "type": "string", "required": True,
+                        "description": "City name"}],
+    }
+    body.update(fields)
+    return body
+
+
+def caps_error(value: Any) -> str:
+    with pytest.raises(InterfaceError) as e:
+        parse_capabilities(msgspec.json.encode(value))
+    return str(e.value)
+
+
+def test_a_good_health_answer_gives_name_and_version() -> None:
+    """`{"status": "ok", ...}` reads as the interface's name and version; extra fields are fine."""
+    raw = b'{"status": "ok", "name": "Weather", "version": "1.2.0", "uptime_s": 12}'
+    assert parse_health(raw) == Health(status="ok", name="Weather", version="1.2.0")
+
+
+@pytest.mark.parametrize(("raw", "message"), [
+    (b'{"status": "degraded", "name": "W", "version": "1"}',
+     'health.status: must be "ok", got "degraded"'),
+    (b'{"name": "W", "version": "1"}', 'health.status: must be "ok", got nothing'),
+    (b'{"status": "ok", "name": " ", "version": "1"}', "health.name: must not be blank"),
+    (b'{"status": "ok", "name": "W", "version": 2}', "health.version: must be a string, got 2"),
+    (b'["ok"]', "health: must be a JSON object, got an array"),
+    (b"<html>", "health: not JSON (JSON is malformed: invalid character (byte 0))"),
+])
+def test_a_bad_health_answer_names_what_failed(raw: bytes, message: str) -> None:
+    """Each broken /health answer fails with a message pointing at the broken field."""
+    with pytest.raises(InterfaceError) as e:
+        parse_health(raw)
+    assert str(e.value) == message
+
+
+def test_good_capabilities_are_read_in_order_with_optional_fields() -> None:
+    """Capabilities keep the interface's order; documentation and returns are kept when sent."""
+    raw = msgspec.json.encode([
+        cap("forecast", documentation="Uses the nearest station.", returns={"type": "object"}),
+        cap("alerts", parameters=[], surprise="ignored"),
+    ])
+    forecast, alerts = parse_capabilities(raw)
+    assert forecast == Capability(
+        name="forecast", description="The weather for a city.",
+        parameters=(Parameter("city", "string", True, "City name"),),
+        documentation="Uses the nearest station.", returns={"type": "object"},
+    )
+    assert alerts.name == "alerts"
+    assert alerts.parameters == ()
+    assert alerts.documentation is None
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ({"tools": []}, "capabilities: must be a JSON array, got an object"),
+    ([cap(), "x"], 'capabilities[1]: must be a JSON object, got a string'),
+    ([cap(), cap(), cap("a"), cap("forecast")],
+     'capabilities[1].name: "forecast" is used twice (also capabilities[0])'),
+    ([cap(""), ], "capabilities[0].name: must not be blank"),
+    ([cap("x" * 65)], "capabilities[0].name: at most 64 characters, got 65"),
+    ([cap(description="  ")], "capabilities[0].description: must not be blank"),
+    ([cap(description=None)], "capabilities[0].description: must be a string, got null"),
+    ([cap(parameters={"city": "string"})],
+     'capabilities[0].parameters: must be an array, got {"city":"string"}'),
+    ([cap(), cap("b"), cap("c", parameters=[{"name": "n", "type": "int", "required": True,
+                                              "description": "d"}])],
+     'capabilities[2].parameters[0].type: must be string, number, boolean or object, '
+     'got "int"'),
+    ([cap(parameters=[{"name": "n", "type": "number", "required": "yes",
+                       "description": "d"}])],
+     'capabilities[0].parameters[0].required: must be true or false, got "yes"'),
+    ([cap(parameters=[{"name": "n", "type": "number", "required": True}])],
+     "capabilities[0].parameters[0].description: must be a string, got nothing"),
+    ([cap(parameters=[{"name": "n", "type": "number", "required": True, "description": "d"},
+                      {"name": "n", "type": "string", "required": False, "description": "e"}])],
+     'capabilities[0].parameters[1].name: "n" is used twice (also parameters[0])'),
+    ([cap(documentation=["a"])], 'capabilities[0].documentation: must be a string, got ["a"]'),
+    ([cap(returns=3)], "capabilities[0].returns: must be an object or a string, got 3"),
+])
+def test_bad_capabilities_name_the_field_that_failed(value: Any, message: str) -> None:
+    """The message says where the answer breaks the contract, down to the parameter."""
+    assert caps_error(value) == message
+
+
+def test_at_most_200_capabilities_are_accepted() -> None:
+    """200 capabilities pair; 201 are refused as a whole."""
+    assert len(parse_capabilities(msgspec.json.encode([cap(f"c{i}") for i in range(200)]))) == 200
+    assert caps_error([cap(f"c{i}") for i in range(201)]) == (
+        "capabilities: at most 200 capabilities, got 201")
+
+
+def test_a_64_character_name_is_accepted() -> None:
+    """The longest allowed name pairs."""
+    assert parse_capabilities(msgspec.json.encode([cap("n" * 64)]))[0].name == "n" * 64
+
+
+def test_stored_capabilities_read_back_the_same() -> None:
+    """encode then decode gives back equal capabilities, optional fields and all."""
+    caps = parse_capabilities(msgspec.json.encode([
+        cap("forecast", documentation="Docs.", returns="a forecast"), cap("alerts", parameters=[]),
+    ]))
+    stored = encode_capabilities(caps)
+    assert isinstance(stored, str)
+    assert msgspec.json.decode(stored)[1] == {
+        "name": "alerts", "description": "The weather for a city.", "parameters": []}
+    assert decode_capabilities(stored) == caps
+
+
+def test_a_corrupt_stored_value_is_an_interface_error() -> None:
+    """Stored text that no longer passes the checks fails the same way an answer would."""
+    with pytest.raises(InterfaceError, match=r"^capabilities\[0\]\.parameters: must be an array"):
+        decode_capabilities('[{"name": "x", "description": "d"}]')
+
+
+def test_tool_spec_is_a_closed_json_schema_with_required_parameters() -> None:
+    """Every parameter becomes a typed property; required ones are listed; no others allowed."""
+    capability = parse_capabilities(msgspec.json.encode([cap(parameters=[
+        {"name": "city", "type": "string", "required": True, "description": "City"},
+        {"name": "days", "type": "number", "required": False, "description": "Days ahead"},
+        {"name": "metric", "type": "boolean", "required": True, "description": "Celsius?"},
+        {"name": "where", "type": "object", "required": False, "description": "Lat/lon"},
+    ])]))[0]
+    spec = tool_spec(capability)
+    assert spec.name == "forecast"
+    assert spec.description == "The weather for a city."
+    assert spec.parameters == {
+        "type": "object",
+        "properties": {
+            "city": {"type": "string", "description": "City"},
+            "days": {"type": "number", "description": "Days ahead"},
+            "metric": {"type": "boolean", "description": "Celsius?"},
+            "where": {"type": "object", "description": "Lat/lon"},
+        },
+        "required": ["city", "metric"],
+        "additionalProperties": False,
+    }
+
+
+def test_documentation_follows_the_description_as_a_new_paragraph() -> None:
+    """The model reads the description, a blank line, then the documentation."""
+    capability = parse_capabilities(msgspec.json.encode(
+        [cap(documentation="Cities outside Europe are slower.")]))[0]
+    assert tool_spec(capability).description == (
+        "The weather for a city.\n\nCities outside Europe are slower.")
+
+
+def test_blank_documentation_adds_nothing() -> None:
+    """Whitespace documentation is treated as none."""
+    capability = parse_capabilities(msgspec.json.encode([cap(documentation="  \n")]))[0]
+    assert capability.documentation is None
+    assert tool_spec(capability).description == "The weather for a city."
