@@ -65,12 +65,9 @@ class WorldState(SupervisedActor):
                 log.warning("unexpected_message", message=type(message).__name__)
 
     def _take(self, signals: tuple[Signal, ...]) -> None:
-        merged = (*self._signals, *signals)
-        settings = self._board.settings
-        if len(merged) > settings.world_max:
-            self._signals = keep(merged, self._clock.time(), settings)
-        else:
-            self._signals = merged  # below the cap, decayed ones are only left out of prompts
+        # Kept most salient first: the board's top-k is then the first k still over the floor.
+        self._signals = keep((*self._signals, *signals), self._clock.time(),
+                             self._board.settings)
         self._publish()
         self._dirty = True
         if self._flush_timer is None:
@@ -87,7 +84,7 @@ class WorldState(SupervisedActor):
         self._metrics.world_signals.set(len(self._signals))
 
     def _flush(self) -> None:
-        # Decayed signals are dropped before they are written, so the store stays small.
+        # Signals that decayed since are dropped before writing, so the store stays small.
         self._signals = keep(self._signals, self._clock.time(), self._board.settings)
         self._publish()
         self._dirty = False

@@ -168,6 +168,23 @@ class RateLimiter:
         self._buckets.pop(sender, None)
 
 
+class _Ids:
+    """Signal ids: UUID-shaped, a random version-4 UUID's first 20 hex digits and a counter
+    as the last 12, drawn afresh every 2**24 ids. Unique without a urandom read per signal (a
+    read releases the GIL, and under load taking it back costs more than the read)."""
+
+    def __init__(self) -> None:
+        self._prefix = ""
+        self._n = 1 << 24
+
+    def next(self) -> str:
+        if self._n >= 1 << 24:
+            self._prefix = str(uuid.uuid4())[:24]
+            self._n = 0
+        self._n += 1
+        return f"{self._prefix}{self._n:012x}"
+
+
 class SignalGate:
     """Validation, type scoping and the rate limit, the same for REST and broadcast streams."""
 
@@ -175,6 +192,7 @@ class SignalGate:
         self._clock = clock
         self._limiter = RateLimiter(clock, rate_per_min)
         self._rate = rate_per_min
+        self._ids = _Ids()
 
     def admit(self, sender: str, allowed: frozenset[str] | None,
               parsed: SignalIn | Rejection) -> Signal | Rejection:
@@ -190,7 +208,7 @@ class SignalGate:
             return Rejection("rate_limited", "rate limit exceeded: at most "
                              f"{self._rate} signals a minute per sender")
         return Signal(
-            id=str(uuid.uuid4()), sender=sender, signal_type=parsed.signal_type,
+            id=self._ids.next(), sender=sender, signal_type=parsed.signal_type,
             content=parsed.content, source=parsed.source or sender, topic=parsed.topic,
             activation_energy=parsed.activation_energy, metadata=parsed.metadata,
             received_at=self._clock.time(),
@@ -207,13 +225,12 @@ def salience(signal: Signal, now: float, half_life_s: float) -> float:
     return float(signal.activation_energy * 0.5 ** (age / half_life_s))
 
 
-def ranked(signals: Iterable[Signal], now: float, *, half_life_s: float,
-           min_salience: float) -> list[tuple[float, Signal]]:
-    """Signals at or over `min_salience`, most salient first (newest first on a tie)."""
-    scored = [(salience(s, now, half_life_s), s) for s in signals]
-    kept = [(v, s) for v, s in scored if v >= min_salience]
-    kept.sort(key=lambda vs: (vs[0], vs[1].received_at), reverse=True)
-    return kept
+def rank_key(signal: Signal, half_life_s: float) -> float:
+    """log2 of the signal's salience at time 0: salience(now) = 2 ** (key - now / half_life),
+    so ordering by this key is ordering by salience at any time, and it never changes."""
+    if signal.activation_energy <= 0:
+        return -math.inf
+    return math.log2(signal.activation_energy) + signal.received_at / half_life_s
 
 
 class Salient(msgspec.Struct, frozen=True):
@@ -231,10 +248,26 @@ class WorldSettings:
     min_salience: float
     top_k: int
 
+    def floor(self, now: float) -> float:
+        """The rank key under which a signal has decayed below min_salience at `now`."""
+        if self.min_salience <= 0:
+            return -math.inf
+        return math.log2(self.min_salience) + now / self.half_life_s
+
+
+def keep(signals: Iterable[Signal], now: float, settings: WorldSettings) -> tuple[Signal, ...]:
+    """What world state keeps, most salient first (newest first on a tie): signals still at or
+    over min_salience, at most world_max of them."""
+    h = settings.half_life_s
+    keyed = sorted(((rank_key(s, h), s.received_at, n, s) for n, s in enumerate(signals)),
+                   key=lambda k: (k[0], k[1], -k[2]), reverse=True)
+    floor = settings.floor(now)
+    return tuple(s for key, _, _, s in keyed[: settings.world_max] if key >= floor)
+
 
 class WorldBoard:
-    """The current world state, published by the WorldState actor as one immutable tuple that
-    readers take without a lock."""
+    """The current world state, published by the WorldState actor as one immutable tuple
+    (most salient first) that readers take without a lock."""
 
     def __init__(self, settings: WorldSettings, clock: Clock) -> None:
         self.settings = settings
@@ -252,15 +285,12 @@ class WorldBoard:
         """The most salient signals now (signals.top_k of them unless `k` says)."""
         s = self.settings
         now = self._clock.time()
-        found = ranked(self._signals, now, half_life_s=s.half_life_s,
-                       min_salience=s.min_salience)
-        return [Salient(value, max(0.0, now - signal.received_at), signal)
-                for value, signal in found[: s.top_k if k is None else k]]
-
-
-def keep(signals: Sequence[Signal], now: float, settings: WorldSettings) -> tuple[Signal, ...]:
-    """What world state keeps: signals still over the threshold, at most world_max of them
-    (the least salient go), in the order they arrived."""
-    found = ranked(signals, now, half_life_s=settings.half_life_s,
-                   min_salience=settings.min_salience)[: settings.world_max]
-    return tuple(sorted((s for _, s in found), key=lambda s: s.received_at))
+        floor = s.floor(now)
+        found: list[Salient] = []
+        for signal in self._signals:
+            if len(found) == (s.top_k if k is None else k):
+                break
+            if rank_key(signal, s.half_life_s) >= floor:
+                found.append(Salient(salience(signal, now, s.half_life_s),
+                                     max(0.0, now - signal.received_at), signal))
+        return found

@@ -4,7 +4,9 @@ load does to /ws turns.
 It first POSTs an empty batch: a 404 (or 405) means there is nothing to measure and it prints
 `"status": "skipped"`. Otherwise: --turns /ws turns alone (the baseline), then --signals signals
 in batches of --batch (the contract's maximum is 50) from --concurrency client threads, each
-with its own keep-alive connection and the session cookie of one login, while one /ws client
+with its own keep-alive connection, each a paired interface sending its bearer token (a stub
+interface on loopback answers the pairing's /health and /capabilities; --auth cookie sends the
+session cookie instead, as the chat UI would), while one /ws client
 keeps running turns. The server's signals.rate_per_min is set high enough not to bind.
 Reported: signals accepted per second (the `accepted` counts of the 200 answers over the wall
 time), rejected signals, answers by status, batch latency, and the turns' server response
@@ -17,6 +19,7 @@ under load.
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import sys
 import tempfile
@@ -31,6 +34,7 @@ import httpx
 from _common import emit, log_problems, progress, summary
 
 from tests.integration.harness import Client, ServerProcess, StubLlm
+from tests.integration.stub_interface import StubInterface, pair
 
 _common.quiet_logging()
 
@@ -58,15 +62,18 @@ class Totals:
         self.samples: list[str] = []
 
 
-def sender(url: str, cookie: str, batches: list[list[dict[str, Any]]], totals: Totals,
+def sender(url: str, auth: dict[str, Any], batches: list[bytes], totals: Totals,
            deadline: float) -> None:
-    with httpx.Client(base_url=url, cookies={"chalie_session": cookie}, timeout=30.0) as client:
+    """POST each batch (JSON encoded beforehand: the clients share the server's two cores, and
+    what they spend encoding is not the server's cost)."""
+    headers = {"Content-Type": "application/json", **auth.pop("headers", {})}
+    with httpx.Client(base_url=url, timeout=30.0, headers=headers, **auth) as client:
         for batch in batches:
             if time.monotonic() > deadline:
                 return
             t0 = time.perf_counter()
             try:
-                r = client.post(ENDPOINT, json=batch)
+                r = client.post(ENDPOINT, content=batch)
             except httpx.HTTPError as e:
                 with totals.lock:
                     totals.statuses[0] += 1
@@ -119,7 +126,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--turns", type=int, default=200,
                         help="baseline /ws turns before the signals (200)")
     parser.add_argument("--batch", type=int, default=50, help="signals per request (50)")
-    parser.add_argument("--concurrency", type=int, default=4, help="client threads (4)")
+    parser.add_argument("--concurrency", type=int, default=4,
+                        help="client threads, each a paired interface (4)")
+    parser.add_argument("--auth", choices=("bearer", "cookie"), default="bearer",
+                        help="interfaces' bearer tokens (default) or the login cookie")
     parser.add_argument("--max-seconds", type=float, default=300.0,
                         help="stop sending past this wall time (300)")
     return parser.parse_args()
@@ -128,12 +138,13 @@ def parse_args() -> argparse.Namespace:
 def main() -> int:
     args = parse_args()
     params = {"signals": args.signals, "batch": args.batch, "concurrency": args.concurrency,
-              "baseline_turns": args.turns, "endpoint": ENDPOINT}
+              "baseline_turns": args.turns, "auth": args.auth, "endpoint": ENDPOINT}
     stub = StubLlm()
     workdir = Path(tempfile.mkdtemp(prefix="chalie-bench-signals-"))
-    server = ServerProcess(workdir, stub, log={"level": "warning"},
+    server = ServerProcess(workdir, stub, log={"level": "info"},
                            signals={"rate_per_min": 1_000_000_000})
     alone, loaded = Turns(), Turns()
+    stubs: list[StubInterface] = []
     try:
         server.start()
         cookie = server.login()
@@ -148,12 +159,21 @@ def main() -> int:
         progress(f"POST {ENDPOINT} [] -> {probe.status_code}; {args.turns} turns alone")
         alone.run(chat, None, args.turns)
         progress(f"sending {args.signals} signals while turns run")
+        auths: list[dict[str, Any]] = []
+        for k in range(args.concurrency):
+            if args.auth == "cookie":
+                auths.append({"cookies": {"chalie_session": cookie}})
+                continue
+            stubs.append(StubInterface(name=f"bench{k}"))
+            _, token = pair(server.url, cookie, stubs[-1], name=f"bench{k}", signals=["*"])
+            auths.append({"headers": {"Authorization": f"Bearer {token}"}})
         signals = [signal_body(i) for i in range(args.signals)]
-        batches = [signals[i:i + args.batch] for i in range(0, len(signals), args.batch)]
+        batches = [json.dumps(signals[i:i + args.batch]).encode()
+                   for i in range(0, len(signals), args.batch)]
         totals = Totals()
         deadline = time.monotonic() + args.max_seconds
         threads = [
-            threading.Thread(target=sender, args=(server.url, cookie,
+            threading.Thread(target=sender, args=(server.url, auths[k],
                                                   batches[k::args.concurrency], totals, deadline))
             for k in range(args.concurrency)
         ]
@@ -173,6 +193,8 @@ def main() -> int:
     finally:
         code = server.stop() if server.proc is not None else None
         stub.close()
+        for interface in stubs:
+            interface.stop()
         shutil.rmtree(workdir, ignore_errors=True)
     emit(
         "signals_ingest", params,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -20,6 +21,7 @@ from tests.integration.stub_interface import (
     capability,
     cookie_client,
     pair,
+    serving,
     user_prompt,
 )
 
@@ -184,3 +186,20 @@ def test_an_unpaired_interfaces_messages_are_refused(
     with bearer_client(server.url, token) as http:
         assert_error(http.post("/api/messages", json=MOVED), 401)
     assert llm.requests == []
+
+
+def test_a_notification_is_replayed_after_a_server_restart(
+    tmp_path: Path, llm: StubLlm, iface: StubInterface
+) -> None:
+    """The notification is in the durable event log: resuming after a restart replays it."""
+    with serving(tmp_path, llm) as before:
+        _, token = pair(before.url, before.login(), iface, name="hospital")
+        person = before.connect()
+        llm.queue(completion(CONCLUSION))
+        send(before, token, MOVED)
+        [notification] = person.recv_until(lambda f: f["type"] == "notification")
+        assert before.stop() == 0
+    with serving(tmp_path, llm) as after:
+        late = after.connect()
+        late.send({"type": "resume", "last_seq": 0})
+        assert late.recv_until(lambda f: f["type"] == "notification")[-1] == notification

@@ -497,3 +497,67 @@ def test_the_gateway_proxies_the_interface_ui_with_a_gateway_field(
     anonymous = httpx.get(f"{server.url}/gw/{interface_id}/render")
     assert_error(anonymous, 401)
     assert len(iface.seen("/", "GET")) == 1
+
+
+# --- more of the contract -------------------------------------------------------------------------
+
+def test_a_name_taken_by_another_interface_is_prefixed_with_the_newcomers_name(
+    server: ServerProcess, llm: StubLlm, cookie: str, iface: StubInterface
+) -> None:
+    """Two interfaces with a `lookup`: the first keeps the name, the second's is
+    `atlas_lookup`, and each call goes to its own interface."""
+    pair(server.url, cookie, iface, name="weather")
+    atlas = StubInterface()
+    try:
+        pair(server.url, cookie, atlas, name="atlas")
+        atlas.answers["lookup"] = {"text": "Lyon is on the Rhone"}
+        llm.queue(completion(tool_calls=[("atlas_lookup", json.dumps({"query": "Lyon"}))]),
+                  completion("On the Rhone."))
+        server.connect(cookie).turn("where is Lyon?")
+        names = tool_names(llm.requests[0])
+        assert names.count("lookup") == 1
+        assert "atlas_lookup" in names
+        assert atlas.executions() == [{"capability": "lookup", "params": {"query": "Lyon"}}]
+        assert iface.executions() == []
+        assert "Lyon is on the Rhone" in user_prompt(llm.requests[1])
+    finally:
+        atlas.stop()
+
+
+def test_an_interfaces_own_html_never_reaches_the_person(
+    server: ServerProcess, llm: StubLlm, cookie: str, iface: StubInterface
+) -> None:
+    """Markup an interface puts in its answer (an `html` block, an `html` field) is never sent
+    to the person as markup; the turn is still answered."""
+    pair(server.url, cookie, iface, name="weather")
+    iface.answers["lookup"] = {
+        "text": "shown",
+        "blocks": [{"type": "text", "text": "plain words"},
+                   {"type": "html", "html": "<iframe src='https://evil.example'></iframe>"}],
+        "html": "<img src=x onerror=alert(1)>",
+    }
+    llm.queue(lookup_call("x"), completion("Done."))
+    frames = server.connect(cookie).turn("show it")
+    assert frames[-2]["type"] == "message"
+    wire = json.dumps(frames)
+    assert "<iframe" not in wire
+    assert "<img" not in wire
+
+
+def test_a_paired_interface_survives_a_restart(
+    tmp_path: Path, llm: StubLlm, iface: StubInterface
+) -> None:
+    """After a restart the interface is still listed, its tool offered and its token good."""
+    with serving(tmp_path, llm) as before:
+        interface_id, token = pair(before.url, before.login(), iface, name="weather",
+                                   signals=["*"])
+        assert before.stop() == 0
+    with serving(tmp_path, llm) as after:
+        cookie = after.login()
+        assert [i["id"] for i in interfaces_listed(after.url, cookie)] == [interface_id]
+        wait_for(lambda: online(after.url, cookie, interface_id) is True)
+        after.connect(cookie).turn("hello again")
+        assert "lookup" in tool_names(llm.requests[-1])
+        with bearer_client(after.url, token) as http:
+            r = http.post("/api/signals", json={"signal_type": "x", "content": "back"})
+        assert r.status_code == 202, r.text

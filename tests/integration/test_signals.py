@@ -117,14 +117,15 @@ def test_a_body_that_is_not_a_json_object_is_400(server: ServerProcess, cookie: 
 def test_a_signal_without_credentials_is_401(
     server: ServerProcess, cookie: str, iface: StubInterface
 ) -> None:
-    """No cookie and no token, a token Chalie never issued, an empty bearer: 401."""
+    """No cookie and no token, a token Chalie never issued, a bearer without a token, other
+    schemes: 401."""
     pair(server.url, cookie, iface, name="weather", signals=["*"])
     assert_error(httpx.post(f"{server.url}/api/signals", json=RAIN), 401)
     with bearer_client(server.url, "not-a-token-" + "x" * 30) as http:
         assert_error(http.post("/api/signals", json=RAIN), 401)
-    empty = httpx.post(f"{server.url}/api/signals", json=RAIN,
-                       headers={"Authorization": "Bearer "})
-    assert_error(empty, 401)
+    for header in ("Bearer", "Basic dXNlcjpzZWNyZXQ=", "Token abc"):
+        r = httpx.post(f"{server.url}/api/signals", json=RAIN, headers={"Authorization": header})
+        assert_error(r, 401)
 
 
 def test_a_signal_type_not_declared_at_pairing_is_403(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 
 import msgspec
 import pytest
@@ -20,6 +21,7 @@ from chalie.world.signals import (
     decode_batch,
     keep,
     parse,
+    rank_key,
     salience,
 )
 
@@ -130,15 +132,16 @@ def test_world_state_keeps_the_most_salient_and_drops_the_faded() -> None:
                signal("c", energy=0.7), signal("d", energy=0.6, at=-20 * HOUR)]
     kept = keep(signals, 0.0, SETTINGS)
     assert [s.content for s in kept] == ["a", "b", "c"]
+    assert keep(signals[:2], 0.0, SETTINGS) == (signals[1], signals[0])
 
 
 def test_the_board_gives_the_top_k_now_with_their_age() -> None:
     """Prompts get the top_k most salient signals as of the clock, newest first on a tie."""
     clock = ManualClock()
     board = WorldBoard(SETTINGS, clock)
-    board.publish((signal("old", energy=0.9, at=clock.time() - 6 * HOUR),
-                   signal("new", energy=0.5, at=clock.time()),
-                   signal("mid", energy=0.6, at=clock.time())))
+    board.publish(keep((signal("old", energy=0.9, at=clock.time() - 6 * HOUR),
+                        signal("new", energy=0.5, at=clock.time()),
+                        signal("mid", energy=0.6, at=clock.time())), clock.time(), SETTINGS))
     top = board.top()
     assert [(t.signal.content, round(t.salience, 2)) for t in top] == [("mid", 0.6), ("new", 0.5)]
     clock.advance(HOUR)
@@ -152,3 +155,30 @@ def test_parse_refuses_non_objects() -> None:
     assert isinstance(result, Rejection)
     assert result.reason == "invalid"
     assert isinstance(parse(body()), SignalIn)
+
+
+def test_the_rank_key_orders_signals_as_salience_does_at_any_time() -> None:
+    """Ordering by the fixed rank key is ordering by salience now, and later, and the key
+    gives salience back."""
+    signals = [signal(f"s{n}", energy=e, at=t) for n, (e, t) in enumerate(
+        [(0.9, -10 * HOUR), (0.3, 0.0), (0.5, -2 * HOUR), (1.0, -20 * HOUR), (0.2, 5.0)])]
+    for now in (0.0, 3 * HOUR, 40 * HOUR):
+        by_salience = sorted(signals, key=lambda s: salience(s, max(now, 5.0), 6 * HOUR))
+        by_key = sorted(signals, key=lambda s: rank_key(s, 6 * HOUR))
+        assert by_key == by_salience
+    s = signals[2]
+    assert 2 ** (rank_key(s, 6 * HOUR) - HOUR / (6 * HOUR)) == pytest.approx(
+        salience(s, HOUR, 6 * HOUR))
+
+
+def test_a_signal_with_no_energy_is_kept_nowhere() -> None:
+    """activation_energy 0 is valid but never salient."""
+    assert keep([signal("zero", energy=0.0)], 0.0, SETTINGS) == ()
+
+
+def test_signal_ids_are_unique_version_4_uuids() -> None:
+    """Every accepted signal gets its own random UUID."""
+    gate = SignalGate(ManualClock(), rate_per_min=10_000)
+    ids = [gate.admit("a", None, parse(body())).id for _ in range(600)]  # type: ignore[union-attr]
+    assert len(set(ids)) == 600
+    assert all(uuid.UUID(i).version == 4 for i in ids)
