@@ -9,7 +9,9 @@
      │   ├─ LlmHttpError     the server answered with an HTTP error status
      │   └─ LlmBadResponse   the answer was not a chat completion we can read
      │       └─ StructuredOutputError  the answer was not JSON of the schema the request asked for
-     └─ EmbedError           texts could not be embedded (server down, bad answer, no extra)
+     ├─ EmbedError           texts could not be embedded (server down, bad answer, no extra)
+     └─ InterfaceError       a paired interface failed a call or answered outside the contract
+                             (defined in chalie/interfaces/errors.py, beside its checks)
 
 Tool failures are not exceptions: a tool returns an error result that goes back to the model.
 """

@@ -5,6 +5,7 @@ concludes reaches the person as a notification on `main`, live or on resume."""
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.integration.harness import ServerProcess, StubLlm, completion, wait_for
+from tests.integration.harness import Reply, ServerProcess, StubLlm, completion, wait_for
 from tests.integration.stub_interface import (
     StubInterface,
     assert_error,
@@ -73,6 +74,7 @@ def test_a_message_reaches_the_person_as_a_notification_on_main(
     frames = person.recv_until(lambda f: f["type"] == "notification")
     assert [f["type"] for f in frames] == ["notification"]
     assert CONCLUSION in frames[0]["content"]
+    assert frames[0]["topic"] == "health"
     assert isinstance(frames[0]["seq"], int)
     [request] = chat_requests(llm)
     assert MOVED["text"] in user_prompt(request)
@@ -168,9 +170,12 @@ def test_an_invalid_message_is_400_naming_the_field(
 def test_a_message_needs_a_valid_bearer_token(
     server: ServerProcess, llm: StubLlm, cookie: str, iface: StubInterface
 ) -> None:
-    """No credentials, or a token Chalie never issued: 401 and no turn."""
+    """No credentials, a token Chalie never issued, or only the person's cookie (messages
+    come from interfaces): 401 and no turn."""
     pair(server.url, cookie, iface, name="hospital")
     assert_error(httpx.post(f"{server.url}/api/messages", json=MOVED), 401)
+    with cookie_client(server.url, cookie) as http:
+        assert_error(http.post("/api/messages", json=MOVED), 401)
     with bearer_client(server.url, "forged-" + "y" * 40) as http:
         assert_error(http.post("/api/messages", json=MOVED), 401)
     assert llm.requests == []
@@ -203,3 +208,41 @@ def test_a_notification_is_replayed_after_a_server_restart(
         late = after.connect()
         late.send({"type": "resume", "last_seq": 0})
         assert late.recv_until(lambda f: f["type"] == "notification")[-1] == notification
+
+
+def test_a_message_turn_sees_the_world_state(
+    server: ServerProcess, llm: StubLlm, cookie: str, iface: StubInterface
+) -> None:
+    """Signals go into every prompt, the prompt of a message's turn too."""
+    _, token = pair(server.url, cookie, iface, name="hospital")
+    with cookie_client(server.url, cookie) as http:
+        r = http.post("/api/signals", json={"signal_type": "transit",
+                                            "content": "Tram 4 diverted via Bellecour"})
+    assert r.status_code == 202, r.text
+    person = server.connect(cookie)
+    llm.queue(completion(CONCLUSION))
+    send(server, token, MOVED)
+    person.recv_until(lambda f: f["type"] == "notification")
+    assert "Tram 4 diverted via Bellecour" in user_prompt(chat_requests(llm)[0])
+
+
+def test_a_message_is_handled_while_the_person_is_mid_turn(
+    server: ServerProcess, llm: StubLlm, cookie: str, iface: StubInterface
+) -> None:
+    """The message's turn runs on its own channel: its notification reaches `main` while the
+    person's own turn there is still waiting for the model."""
+    _, token = pair(server.url, cookie, iface, name="hospital")
+    held = threading.Event()
+    llm.queue(Reply(completion("Here is my answer to you."), hold=held), completion(CONCLUSION))
+    person = server.connect(cookie)
+    person.send({"type": "chat", "text": "tell me a story"})
+    try:
+        wait_for(lambda: len(llm.requests) == 1)
+        send(server, token, MOVED)
+        before = person.recv_until(lambda f: f["type"] == "notification")
+        assert CONCLUSION in before[-1]["content"]
+        assert "message" not in [f["type"] for f in before]
+    finally:
+        held.set()
+    rest = person.recv_until(lambda f: f["type"] == "done")
+    assert rest[-2]["blocks"][0]["text"] == "Here is my answer to you."

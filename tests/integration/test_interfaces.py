@@ -4,6 +4,7 @@ server process, a stub LLM and a stub interface on loopback, and a person's /ws 
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -261,8 +262,15 @@ def test_refresh_fetches_the_capabilities_again(
         detail = http.get(f"/api/interfaces/{interface_id}").json()
     names = {t if isinstance(t, str) else t["name"] for t in detail["tools"]}
     assert names == {"lookup", "forecast"}
-    server.connect(cookie).turn("what about tomorrow?")
+    client = server.connect(cookie)
+    client.turn("what about tomorrow?")
     assert {"lookup", "forecast"} <= set(tool_names(llm.requests[-1]))
+    iface.capabilities = [forecast]  # lookup withdrawn
+    with cookie_client(server.url, cookie) as http:
+        assert http.post(f"/api/interfaces/{interface_id}/refresh").status_code == 200
+    client.turn("and the day after?")
+    assert "forecast" in tool_names(llm.requests[-1])
+    assert "lookup" not in tool_names(llm.requests[-1])
 
 
 def test_unpairing_revokes_the_token_and_removes_the_tools(
@@ -372,24 +380,29 @@ def test_blocks_become_a_card_rendered_and_escaped_by_chalie(
     assert "forecast shown" in user_prompt(llm.requests[1])
 
 
-FAILURES = ["slow", "garbage", "not_an_object", "status_500", "dropped", "refused"]
+FAILURES = ["slow", "garbage", "not_an_object", "wrong_types", "status_500", "dropped", "refused",
+            "too_big"]
 
 
 @pytest.mark.parametrize("failure", FAILURES)
 def test_a_failing_interface_gives_the_model_an_error_and_the_turn_is_answered(
     tmp_path: Path, llm: StubLlm, iface: StubInterface, failure: str
 ) -> None:
-    """Slow past interfaces.execute_timeout_s, garbage, 500, a cut connection or nothing
-    listening: the model gets an error result and the person still gets an answer."""
-    with serving(tmp_path, llm, interfaces={"execute_timeout_s": 0.5}) as server:
+    """Slow past interfaces.execute_timeout_s, garbage, 500, a cut connection, nothing
+    listening or an answer over interfaces.max_response_bytes: the model gets an error result
+    and the person still gets an answer."""
+    limits = {"execute_timeout_s": 0.5, "max_response_bytes": 65536}
+    with serving(tmp_path, llm, interfaces=limits) as server:
         cookie = server.login()
         pair(server.url, cookie, iface, name="weather")
         answers: dict[str, dict[str, Any] | bytes | Answer] = {
             "slow": Answer({"text": "too late"}, hold=iface.hold()),
             "garbage": b"\x00\xffnot json at all",
             "not_an_object": b"[1, 2, 3]",
+            "wrong_types": {"text": ["a", "list"], "blocks": "not blocks", "openUrl": 7},
             "status_500": Answer({"error": "boom"}, status=500),
             "dropped": Answer(drop=True),
+            "too_big": {"text": "too late " * 20_000},
         }
         if failure == "refused":
             iface.stop()
@@ -445,9 +458,12 @@ def test_a_stopped_interface_goes_offline_and_comes_back(
         assert "lookup" in tool_names(llm.requests[-1])
         iface.stop()
         wait_for(lambda: online(server.url, cookie, interface_id) is False)
-        client.turn("two")
-        assert "lookup" not in tool_names(llm.requests[-1])
-        assert set(INNATE) <= set(tool_names(llm.requests[-1]))
+        llm.queue(lookup_call("anyway"), completion("It is away."))  # a model that insists
+        frames = client.turn("two")
+        assert "lookup" not in tool_names(llm.requests[-2])
+        assert set(INNATE) <= set(tool_names(llm.requests[-2]))
+        assert "error" in last_tool_result(user_prompt(llm.requests[-1])).lower()
+        assert frames[-2]["blocks"][0]["text"] == "It is away."
         iface.start()
         wait_for(lambda: online(server.url, cookie, interface_id) is True)
         client.turn("three")
@@ -561,3 +577,52 @@ def test_a_paired_interface_survives_a_restart(
         with bearer_client(after.url, token) as http:
             r = http.post("/api/signals", json={"signal_type": "x", "content": "back"})
         assert r.status_code == 202, r.text
+
+
+def test_two_pairings_racing_with_one_key_pair_once(
+    server: ServerProcess, cookie: str, iface: StubInterface
+) -> None:
+    """While one pairing waits for its interface's capabilities, another uses the same key:
+    exactly one of them gets 201, the other 401, and one interface is listed."""
+    key = pairing_key(server.url, cookie)["pairing_key"]
+    gate = iface.hold()
+    iface.capabilities = Answer([LOOKUP], hold=gate)
+    slow: list[httpx.Response] = []
+    racer = threading.Thread(
+        target=lambda: slow.append(pair_request(server.url, key, iface, name="slow")))
+    racer.start()
+    try:
+        wait_for(lambda: iface.count("/capabilities") == 1)
+        other = StubInterface()
+        try:
+            fast = pair_request(server.url, key, other, name="fast")
+        finally:
+            gate.set()
+            racer.join(30)
+            other.stop()
+    finally:
+        gate.set()
+    [late] = slow
+    assert sorted([fast.status_code, late.status_code]) == [201, 401], (fast.text, late.text)
+    assert len(interfaces_listed(server.url, cookie)) == 1
+
+
+def test_an_unpaired_interface_is_no_longer_checked(
+    tmp_path: Path, llm: StubLlm, iface: StubInterface
+) -> None:
+    """After DELETE its /health is no longer called (while another interface's still is)."""
+    with serving(tmp_path, llm, interfaces=HEALTH_FAST) as server:
+        cookie = server.login()
+        other = StubInterface()
+        try:
+            interface_id, _ = pair(server.url, cookie, iface, name="weather")
+            pair(server.url, cookie, other, name="atlas")
+            wait_for(lambda: iface.count("/health") >= 3)
+            with cookie_client(server.url, cookie) as http:
+                assert http.delete(f"/api/interfaces/{interface_id}").status_code in (200, 204)
+            checked = iface.count("/health")
+            seen_other = other.count("/health")
+            wait_for(lambda: other.count("/health") >= seen_other + 4)
+            assert iface.count("/health") <= checked + 1  # at most one already under way
+        finally:
+            other.stop()

@@ -75,6 +75,17 @@ def test_a_paired_interface_sends_a_declared_signal(
     assert first != second
 
 
+def test_optional_fields_take_nulls_and_energy_its_bounds(
+    server: ServerProcess, cookie: str
+) -> None:
+    """topic, metadata and source may be null; activation_energy may be 0, 1 or a whole 1."""
+    with cookie_client(server.url, cookie) as http:
+        for body in (signal("a", topic=None, metadata=None, source=None),
+                     signal("b", activation_energy=0.0), signal("c", activation_energy=1.0),
+                     signal("d", activation_energy=1), signal("e", metadata={})):
+            assert_accepted(http.post("/api/signals", json=body))
+
+
 def test_the_chat_ui_cookie_may_send_any_signal_type(server: ServerProcess, cookie: str) -> None:
     """The session cookie counts as the interface __chat_ui__, which may send any type."""
     with cookie_client(server.url, cookie) as http:
@@ -221,6 +232,18 @@ def test_a_batch_validates_each_signal_on_its_own(
     assert "Fog on the ring road until nine" in prompt
     assert "Pollen count very high today" in prompt
     assert "AAPL up 10%" not in prompt
+
+
+def test_a_batch_item_that_is_not_an_object_is_rejected_alone(
+    server: ServerProcess, cookie: str
+) -> None:
+    """Items that are not signal objects are rejected by index; the rest are accepted."""
+    with cookie_client(server.url, cookie) as http:
+        r = http.post("/api/signals/batch", json=[signal("fine"), "text", 5, None, [signal("x")]])
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert (body["accepted"], body["rejected"]) == (1, 4)
+    assert [e["index"] for e in body["errors"]] == [1, 2, 3, 4]
 
 
 def test_a_batch_rate_limits_each_signal(tmp_path: Path, llm: StubLlm) -> None:
