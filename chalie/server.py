@@ -23,6 +23,7 @@ from tornado.ioloop import IOLoop
 from chalie.act.prompts import Prompts
 from chalie.actors.encoder import Encoder, EncoderDeps
 from chalie.actors.interface_health import HealthDeps, InterfaceHealth
+from chalie.actors.mcp import McpSupervisor
 from chalie.actors.messages import Ping
 from chalie.actors.pool import WorkerPool
 from chalie.actors.session import Session, SessionDeps
@@ -186,7 +187,6 @@ class Server:
         def start_encoder(link: Link) -> pykka.ActorRef[Any]:
             return Encoder.start(link, deps=encoder_deps)
 
-
         self._root = Supervisor.start(
             None,
             name="root",
@@ -281,7 +281,12 @@ class Server:
         def start_health(link: Link) -> pykka.ActorRef[Any]:
             return InterfaceHealth.start(link, deps=health)
 
-        return (ChildSpec("world", start_world), ChildSpec("interface_health", start_health))
+        def start_mcp(link: Link) -> pykka.ActorRef[Any]:
+            return McpSupervisor.start(link, servers=self.config.mcp, catalog=p.catalog,
+                                       **common)
+
+        return (ChildSpec("world", start_world), ChildSpec("interface_health", start_health),
+                ChildSpec("mcp", start_mcp))
 
     async def wait_failed(self) -> str:
         assert self._on_failure is not None

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
 import math
 import random
 import threading
@@ -135,10 +136,10 @@ class McpConnection:
                 if up_for >= config.restart_max_s:
                     delay = config.restart_initial_s
                 wait = min(delay, config.restart_max_s) * (1 + JITTER * self._jitter())
-                was_up = self._set_down()
-                (log.warning if was_up or first else log.info)(
-                    "mcp_server_down", server=self.server.name, transport=self._transport,
-                    reason=reason, retry_in_s=round(wait, 3))
+                # The change to down is a warning; each further failed try is only info.
+                level = logging.WARNING if self._set_down() or first else logging.INFO
+                log.log(level, "mcp_server_down", server=self.server.name,
+                        transport=self._transport, reason=reason, retry_in_s=round(wait, 3))
                 first = False
                 await anyio.sleep(wait)
                 self._metrics.mcp_restarts.labels(server=self.server.name).inc()

@@ -310,6 +310,33 @@ def test_the_five_most_salient_signals_go_into_the_prompt(
     assert shown == {0.9, 0.8, 0.7, 0.6, 0.5}
 
 
+def test_activation_energy_defaults_to_one_half(
+    server: ServerProcess, llm: StubLlm, cookie: str
+) -> None:
+    """A signal without activation_energy ranks as 0.5: above 0.45, below 0.55."""
+    energies: list[float | None] = [0.9, 0.8, 0.7, 0.55, None, 0.45, 0.3]
+    with cookie_client(server.url, cookie) as http:
+        for energy in energies:
+            body = signal(f"signal with energy {energy}")
+            if energy is not None:
+                body["activation_energy"] = energy
+            assert_accepted(http.post("/api/signals", json=body))
+    server.connect(cookie).turn("what is going on?")
+    prompt = user_prompt(llm.requests[-1])
+    shown = {e for e in energies if f"signal with energy {e}" in prompt}
+    assert shown == {0.9, 0.8, 0.7, 0.55, None}
+
+
+def test_a_signal_stays_in_every_prompt(server: ServerProcess, llm: StubLlm, cookie: str) -> None:
+    """A signal is not used up by the turn that saw it: the next turn's prompt has it too."""
+    with cookie_client(server.url, cookie) as http:
+        assert_accepted(http.post("/api/signals", json=RAIN))
+    client = server.connect(cookie)
+    client.turn("one")
+    client.turn("two")
+    assert [RAIN["content"] in user_prompt(r) for r in chat_requests(llm)] == [True, True]
+
+
 def test_world_state_survives_a_restart(tmp_path: Path, llm: StubLlm) -> None:
     """Signals accepted before a restart are in the first prompt after it."""
     with serving(tmp_path, llm) as before:
