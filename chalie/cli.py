@@ -120,6 +120,12 @@ def _raise_open_files_limit() -> None:
 async def _serve(config: Config) -> int:
     log = structlog.get_logger("chalie.cli")
     server = Server(config)
+    # Before start(): once it listens, /health answers, and a SIGTERM from then on must stop
+    # the server cleanly rather than kill it.
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
     await server.start()
     if server.generated_password:
         print(
@@ -129,10 +135,6 @@ async def _serve(config: Config) -> int:
         )
     log.info("listening", host=config.server.host, port=server.port, db=str(server.db_path),
              llm=config.llm.provider)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
     stopped = asyncio.ensure_future(stop.wait())
     failed = asyncio.ensure_future(server.wait_failed())
     await asyncio.wait({stopped, failed}, return_when=asyncio.FIRST_COMPLETED)

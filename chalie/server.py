@@ -23,7 +23,6 @@ from tornado.ioloop import IOLoop
 from chalie.act.prompts import Prompts
 from chalie.actors.encoder import Encoder, EncoderDeps
 from chalie.actors.interface_health import HealthDeps, InterfaceHealth
-from chalie.actors.mcp import McpSupervisor
 from chalie.actors.messages import Ping
 from chalie.actors.pool import WorkerPool
 from chalie.actors.session import Session, SessionDeps
@@ -281,12 +280,18 @@ class Server:
         def start_health(link: Link) -> pykka.ActorRef[Any]:
             return InterfaceHealth.start(link, deps=health)
 
+        children = (ChildSpec("world", start_world),
+                    ChildSpec("interface_health", start_health))
+        if not self.config.mcp.servers:
+            return children
+        # The MCP SDK takes half a second and ~25 MiB to import: only when a server is set up.
+        from chalie.actors.mcp import McpSupervisor  # noqa: PLC0415
+
         def start_mcp(link: Link) -> pykka.ActorRef[Any]:
             return McpSupervisor.start(link, servers=self.config.mcp, catalog=p.catalog,
                                        **common)
 
-        return (ChildSpec("world", start_world), ChildSpec("interface_health", start_health),
-                ChildSpec("mcp", start_mcp))
+        return (*children, ChildSpec("mcp", start_mcp))
 
     async def wait_failed(self) -> str:
         assert self._on_failure is not None

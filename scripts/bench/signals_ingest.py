@@ -63,14 +63,18 @@ class Totals:
 
 
 def sender(url: str, auth: dict[str, Any], batches: list[bytes], totals: Totals,
-           deadline: float) -> None:
+           deadline: float, every_s: float) -> None:
     """POST each batch (JSON encoded beforehand: the clients share the server's two cores, and
-    what they spend encoding is not the server's cost)."""
+    what they spend encoding is not the server's cost), one every `every_s` seconds at most."""
     headers = {"Content-Type": "application/json", **auth.pop("headers", {})}
+    start = time.monotonic()
     with httpx.Client(base_url=url, timeout=30.0, headers=headers, **auth) as client:
-        for batch in batches:
+        for n, batch in enumerate(batches):
             if time.monotonic() > deadline:
                 return
+            due = start + n * every_s
+            if every_s and time.monotonic() < due:
+                time.sleep(due - time.monotonic())
             t0 = time.perf_counter()
             try:
                 r = client.post(ENDPOINT, content=batch)
@@ -128,6 +132,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--batch", type=int, default=50, help="signals per request (50)")
     parser.add_argument("--concurrency", type=int, default=4,
                         help="client threads, each a paired interface (4)")
+    parser.add_argument("--rate", type=float, default=0.0,
+                        help="signals per second offered in all (0: as fast as answered)")
     parser.add_argument("--auth", choices=("bearer", "cookie"), default="bearer",
                         help="interfaces' bearer tokens (default) or the login cookie")
     parser.add_argument("--max-seconds", type=float, default=300.0,
@@ -138,7 +144,8 @@ def parse_args() -> argparse.Namespace:
 def main() -> int:
     args = parse_args()
     params = {"signals": args.signals, "batch": args.batch, "concurrency": args.concurrency,
-              "baseline_turns": args.turns, "auth": args.auth, "endpoint": ENDPOINT}
+              "baseline_turns": args.turns, "auth": args.auth, "rate": args.rate,
+              "endpoint": ENDPOINT}
     stub = StubLlm()
     workdir = Path(tempfile.mkdtemp(prefix="chalie-bench-signals-"))
     server = ServerProcess(workdir, stub, log={"level": "info"},
@@ -171,10 +178,12 @@ def main() -> int:
         batches = [json.dumps(signals[i:i + args.batch]).encode()
                    for i in range(0, len(signals), args.batch)]
         totals = Totals()
+        every = args.concurrency * args.batch / args.rate if args.rate else 0.0
         deadline = time.monotonic() + args.max_seconds
         threads = [
             threading.Thread(target=sender, args=(server.url, auths[k],
-                                                  batches[k::args.concurrency], totals, deadline))
+                                                  batches[k::args.concurrency], totals, deadline,
+                                                  every))
             for k in range(args.concurrency)
         ]
         stop = threading.Event()
