@@ -62,7 +62,7 @@ class Totals:
         self.samples: list[str] = []
 
 
-def sender(url: str, auth: dict[str, Any], batches: list[bytes], totals: Totals,
+def sender(url: str, auth: dict[str, Any], batches: list[bytes], totals: Totals, *,
            deadline: float, every_s: float) -> None:
     """POST each batch (JSON encoded beforehand: the clients share the server's two cores, and
     what they spend encoding is not the server's cost), one every `every_s` seconds at most."""
@@ -182,8 +182,8 @@ def main() -> int:
         deadline = time.monotonic() + args.max_seconds
         threads = [
             threading.Thread(target=sender, args=(server.url, auths[k],
-                                                  batches[k::args.concurrency], totals, deadline,
-                                                  every))
+                                                  batches[k::args.concurrency], totals),
+                             kwargs={"deadline": deadline, "every_s": every})
             for k in range(args.concurrency)
         ]
         stop = threading.Event()
