@@ -81,16 +81,8 @@ def capabilities_from_json(value: Any) -> tuple[Capability, ...]:
     if len(value) > MAX_CAPABILITIES:
         raise InterfaceError(
             f"capabilities: at most {MAX_CAPABILITIES} capabilities, got {len(value)}")
-    seen: dict[str, int] = {}
-    capabilities = []
-    for i, item in enumerate(value):
-        capability = _capability(item, f"capabilities[{i}]")
-        if capability.name in seen:
-            raise InterfaceError(
-                f"capabilities[{i}].name: {_shown(capability.name)} is used twice "
-                f"(also capabilities[{seen[capability.name]}])")
-        seen[capability.name] = i
-        capabilities.append(capability)
+    capabilities = [_capability(item, f"capabilities[{i}]") for i, item in enumerate(value)]
+    _unique([c.name for c in capabilities], "capabilities", "capabilities")
     return tuple(capabilities)
 
 
@@ -139,16 +131,9 @@ def _capability(value: Any, where: str) -> Capability:
     raw_params = body.get("parameters", _MISSING)
     if not isinstance(raw_params, list):
         raise InterfaceError(f"{where}.parameters: must be an array, got {_shown(raw_params)}")
-    seen: dict[str, int] = {}
-    parameters = []
-    for j, item in enumerate(raw_params):
-        parameter = _parameter(item, f"{where}.parameters[{j}]")
-        if parameter.name in seen:
-            raise InterfaceError(
-                f"{where}.parameters[{j}].name: {_shown(parameter.name)} is used twice "
-                f"(also parameters[{seen[parameter.name]}])")
-        seen[parameter.name] = j
-        parameters.append(parameter)
+    parameters = [_parameter(item, f"{where}.parameters[{j}]")
+                  for j, item in enumerate(raw_params)]
+    _unique([p.name for p in parameters], f"{where}.parameters", "parameters")
     documentation = body.get("documentation")
     if documentation is not None and not isinstance(documentation, str):
         raise InterfaceError(
@@ -176,6 +161,16 @@ def _parameter(value: Any, where: str) -> Parameter:
         raise InterfaceError(f"{where}.required: must be true or false, got {_shown(required)}")
     return Parameter(name=name, type=kind, required=required,
                      description=_text(body, "description", where))
+
+
+def _unique(names: list[str], where: str, label: str) -> None:
+    """A name used twice in a list is refused at its second place."""
+    seen: dict[str, int] = {}
+    for i, name in enumerate(names):
+        if name in seen:
+            raise InterfaceError(f"{where}[{i}].name: {_shown(name)} is used twice "
+                                 f"(also {label}[{seen[name]}])")
+        seen[name] = i
 
 
 def _object(value: Any, where: str) -> dict[str, Any]:

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.harness import ServerProcess, StubLlm
+from tests.integration.stub_interface import StubInterface
 
 
 @pytest.fixture
@@ -23,3 +24,17 @@ def server(tmp_path: Path, llm: StubLlm) -> Iterator[ServerProcess]:
     proc.kill()
     errors = proc.errors()
     assert not errors, f"server logged errors: {errors}"
+
+
+@pytest.fixture
+def iface() -> Iterator[StubInterface]:
+    """A stub interface on loopback (not paired yet)."""
+    stub = StubInterface()
+    yield stub
+    stub.stop()
+
+
+@pytest.fixture
+def cookie(server: ServerProcess) -> str:
+    """The person's login cookie for `server`."""
+    return server.login()

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import threading
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,17 +33,6 @@ MOVED = {
 }
 CONCLUSION = "Your hospital appointment is now at 3 PM tomorrow."
 
-
-@pytest.fixture
-def iface() -> Iterator[StubInterface]:
-    stub = StubInterface(name="hospital")
-    yield stub
-    stub.stop()
-
-
-@pytest.fixture
-def cookie(server: ServerProcess) -> str:
-    return server.login()
 
 
 def chat_requests(llm: StubLlm) -> list[dict[str, Any]]:

@@ -7,7 +7,6 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -39,17 +38,6 @@ from tests.integration.stub_interface import (
 HEALTH_FAST = {"health_interval_s": 0.2, "health_failures": 3, "health_timeout_s": 1.0}
 INNATE = ("memory", "recall", "forget")
 
-
-@pytest.fixture
-def iface() -> Iterator[StubInterface]:
-    stub = StubInterface()
-    yield stub
-    stub.stop()
-
-
-@pytest.fixture
-def cookie(server: ServerProcess) -> str:
-    return server.login()
 
 
 def expiry(value: Any) -> float:

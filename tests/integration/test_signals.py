@@ -5,7 +5,6 @@ sees, persisted across a restart."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,17 +31,6 @@ RAIN = {
     "metadata": {"precipitation_chance": 0.8, "temperature_high": 18},
 }
 
-
-@pytest.fixture
-def iface() -> Iterator[StubInterface]:
-    stub = StubInterface()
-    yield stub
-    stub.stop()
-
-
-@pytest.fixture
-def cookie(server: ServerProcess) -> str:
-    return server.login()
 
 
 def signal(content: str, signal_type: str = "weather_forecast", **extra: Any) -> dict[str, Any]:
