@@ -16,6 +16,7 @@ import uuid
 from typing import Any
 
 import msgspec
+import structlog
 
 from chalie.actors.messages import (
     CreatePairingKey,
@@ -32,6 +33,8 @@ from chalie.interfaces.errors import InterfaceError
 from chalie.store import interface_rows
 from chalie.store.interface_rows import InterfaceRow
 from chalie.world.signals import ANY_TYPE, MAX_TYPE, TYPE_RE
+
+log = structlog.get_logger("chalie.interfaces")
 
 MAX_NAME = 64
 MAX_HOST = 253
@@ -85,7 +88,12 @@ class PairHandler(JsonHandler):
         )
         if not await self.ask("store_writer", PairInterface(key_hash, now, row)):
             raise ApiError(401, "pairing_key: already used or expired")
-        await self.ask("interface_health", InterfaceChanged(row), what="interface health")
+        try:
+            await self.ask("interface_health", InterfaceChanged(row), what="interface health")
+        except ApiError as e:  # stored: a restarted InterfaceHealth loads it; the token stands
+            log.warning("interface_paired_unpublished", interface_id=row.id, error=e.message)
+        log.info("interface_paired", interface_id=row.id, name=name,
+                 capabilities=len(capabilities))
         self.set_status(201)
         self.write_json({"interface_id": row.id, "signal_token": token})
 
@@ -155,6 +163,7 @@ class InterfaceHandler(InterfacesHandler):
             raise ApiError(404, f"no paired interface {shown(interface_id)}")
         # Answered once readers no longer see it: its token is refused from here on.
         await self.ask("interface_health", InterfaceGone(interface_id), what="interface health")
+        log.info("interface_unpaired", interface_id=interface_id)
         if self.ctx.gate is not None:
             self.ctx.gate.forget(interface_id)
         self.write_json({"unpaired": interface_id})
