@@ -27,7 +27,7 @@ from chalie.config import InterfacesConfig
 from chalie.interfaces.board import InterfaceBoard, InterfaceState, provider_key
 from chalie.interfaces.client import InterfaceClient
 from chalie.interfaces.errors import InterfaceError
-from chalie.interfaces.tools import interface_tools
+from chalie.interfaces.tool import interface_tools
 from chalie.metrics import Metrics
 from chalie.store import interface_rows
 from chalie.store.interface_rows import InterfaceRow

@@ -19,10 +19,11 @@ import structlog
 
 from chalie.frames import Card
 from chalie.interfaces.blocks import Block, render_card, safe_url
-from chalie.interfaces.capabilities import Capability, tool_spec
+from chalie.interfaces.capabilities import Capability, decode_capabilities, tool_spec
 from chalie.interfaces.client import ExecuteResult, InterfaceClient
 from chalie.interfaces.errors import InterfaceError, shown
 from chalie.metrics import Metrics
+from chalie.store.interface_rows import InterfaceRow
 from chalie.tools.base import Danger, ToolContext, ToolOutcome, tool_error
 
 log = structlog.get_logger("chalie.interfaces")
@@ -96,6 +97,17 @@ class InterfaceTool:
     def _count(self, result: str) -> None:
         if self._metrics is not None:
             self._metrics.interface_calls.labels(result=result).inc()
+
+
+def interface_tools(row: InterfaceRow, client: InterfaceClient,
+                    metrics: Metrics | None) -> list[InterfaceTool]:
+    """A paired interface's tools, from the capabilities stored when it paired or refreshed.
+    Raises InterfaceError when the stored capabilities no longer pass the checks."""
+    return [
+        InterfaceTool(interface_id=row.id, interface_name=row.name, host=row.host,
+                      port=row.port, capability=capability, client=client, metrics=metrics)
+        for capability in decode_capabilities(row.capabilities)
+    ]
 
 
 def args_problem(capability: Capability, args: dict[str, Any]) -> str | None:
