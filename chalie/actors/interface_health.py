@@ -55,12 +55,14 @@ class InterfaceHealth(SupervisedActor):
         self._states: dict[str, InterfaceState] = {}
         self._checking: set[str] = set()
         self._timer: Timer | None = None
-
-    def started(self) -> None:
-        for row in interface_rows.interfaces(self._d.read()):
+        # Loaded in the starter's thread: the Sessions start after this, so no turn misses
+        # a paired interface's tools.
+        for row in interface_rows.interfaces(deps.read()):
             self._register(row)
         self._publish()
         log.info("interfaces_loaded", interfaces=len(self._states))
+
+    def started(self) -> None:
         self._check_all()  # at once: an interface that went away while we were down shows
 
     def on_stop(self) -> None:

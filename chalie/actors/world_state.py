@@ -37,13 +37,12 @@ class WorldState(SupervisedActor):
         self._directory = directory
         self._metrics = metrics
         self._flush_s = flush_s
-        self._signals: tuple[Signal, ...] = ()
         self._dirty = False
         self._flush_timer: Timer | None = None
-
-    def started(self) -> None:
-        stored = interface_rows.world(self._read())
-        self._signals = keep(stored, self._clock.time(), self._board.settings)
+        # Loaded here, in the starter's thread, not in started(): the supervisor starts the
+        # Sessions after this returns, so no turn can read the board before it is filled.
+        stored = interface_rows.world(read())
+        self._signals: tuple[Signal, ...] = keep(stored, clock.time(), board.settings)
         self._publish()
         log.info("world_state_loaded", signals=len(self._signals), stored=len(stored))
 
