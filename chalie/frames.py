@@ -85,10 +85,15 @@ class Card(_Frame, frozen=True, kw_only=True, tag="card"):
 
 
 class Notification(_Frame, frozen=True, kw_only=True, tag="notification"):
-    """Something that happened in the background (a scheduled prompt, a goal, a thought)."""
+    """Something that happened in the background. `source` says what sent it: dmn (a thought
+    of Chalie's own), schedule (a scheduled prompt; `schedule_id`), goal (a goal's result;
+    `goal_id`) or interface (the answer to a paired program's message)."""
 
     content: str
     topic: str | None = None
+    source: str | None = None
+    schedule_id: str | None = None
+    goal_id: str | None = None
 
 
 class Escalation(_Frame, frozen=True, kw_only=True, tag="escalation"):

@@ -120,3 +120,61 @@ class Metrics:
             "chalie_mcp_restarts", "MCP server connections started again after a failure.",
             ["server"], registry=r,
         )
+        # -- every path, and the background paths --
+        self.path_llm_calls = Counter(
+            "chalie_path_llm_calls",
+            "LLM requests answered, by path (user, dmn, scheduled, goal, encoder).", ["path"],
+            registry=r,
+        )
+        self.path_tokens = Counter(
+            "chalie_path_tokens", "Tokens used (prompt and completion), by path.", ["path"],
+            registry=r,
+        )
+        self.path_turns = Counter(
+            "chalie_path_turns", "ACT loop runs finished, by path and outcome.",
+            ["path", "outcome"], registry=r,
+        )
+        self.budget_tokens = Gauge(
+            "chalie_budget_tokens_per_day",
+            "The daily token budget of each background path (governor.*_tokens_per_day).",
+            ["path"], registry=r,
+        )
+        self.budget_used = Gauge(
+            "chalie_budget_tokens_used",
+            "Tokens a background path used in the last 24 hours.", ["path"], registry=r,
+        )
+        self.budget_paused = Gauge(
+            "chalie_budget_paused",
+            "1 while a background path is paused because it used its daily budget.", ["path"],
+            registry=r,
+        )
+        self.budget_pauses = Counter(
+            "chalie_budget_pauses",
+            "Times a background path ran out of its daily budget and paused.", ["path"],
+            registry=r,
+        )
+        self.proactive = Counter(
+            "chalie_proactive_messages",
+            "Proactive messages (DMN, goals, scheduled prompts), by path and result: sent, "
+            "deferred (composed in quiet hours, queued), dropped (deferred too long).",
+            ["path", "result"], registry=r,
+        )
+        self.proactive_suppressed = Counter(
+            "chalie_proactive_suppressed",
+            "Proactive messages not sent, or DMN triggers that made no call, by reason: "
+            "quiet_hours (deferred), cap, no_action, nothing_new, budget.", ["reason"],
+            registry=r,
+        )
+        self.dmn_triggers = Counter(
+            "chalie_dmn_triggers", "DMN triggers, by trigger (idle, cadence) and result (ran, "
+            "skipped).", ["trigger", "result"], registry=r,
+        )
+        self.goals = Gauge(
+            "chalie_goals", "Goals, by state.", ["state"], registry=r,
+        )
+        self.schedule_runs = Counter(
+            "chalie_schedule_runs",
+            "Scheduled prompt runs, by outcome (done, failed, missed, paused).", ["outcome"],
+            registry=r,
+        )
+

@@ -44,7 +44,7 @@ _FRAGMENTS: dict[str, frozenset[str]] = {
     "note_draft_dropped": frozenset({"text"}), "not_run": frozenset({"reason"}),
     "reason_steered": frozenset(), "reason_redirected": frozenset(),
     "reason_denied": frozenset(), "reason_expired": frozenset({"seconds"}),
-    "reason_blocked": frozenset({"name"}),
+    "reason_blocked": frozenset({"name"}), "reason_unattended": frozenset({"name"}),
     "encoding_line": frozenset({"n", "who", "time", "text"}),
     "encoding_person": frozenset(), "encoding_assistant": frozenset(),
     "encoding_retry": frozenset({"error"}),

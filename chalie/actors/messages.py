@@ -145,6 +145,15 @@ class Deliver(_Msg, frozen=True):
     message: SessionMessage
 
 
+# --- background paths ----------------------------------------------------------------------
+
+class PersonActive(_Msg, frozen=True):
+    """To the Dmn: the person sent something (a chat, an action) at wall-clock `at`: the idle
+    timer starts again."""
+
+    at: float
+
+
 # --- store writer ------------------------------------------------------------------------------
 
 class AppendFrames(_Msg, frozen=True):

@@ -1,30 +1,40 @@
-"""Session(channel): the user path. It owns the channel's turns and drives the ACT loop.
+"""Session(channel): the user path. It owns the channel's turns, one at a time.
 
-The mailbox never blocks: LLM, compaction and tool calls run on the shared worker pool and come
-back as messages. So mid-turn steering is just a message: `Steer` lands here while a call is out
-and goes into the next request. A turn ends by handing its record and closing frames to the
-StoreWriter (CommitTurn); the next queued message starts once TurnStored arrives, so its prompt
-reads a history that includes the turn before it.
+The turn's ACT loop is run by a TurnDriver (chalie/actors/driver.py), the same one every path
+uses; the Session forwards it the turn's messages and adds what only the user path has: a queue
+of the person's messages, retries by client_id, the fast exits (nothing to answer, a cancel
+phrase), the identity hook, the turn's context (recall, history, world state) gathered on the
+pool before the first request, mid-turn steering and approvals, and the post-turn work (the
+compaction backstop, the DMN's idle timer). The mailbox never blocks, so steering is just a
+message: `Steer` lands here while a call is out and goes into the next request. A turn ends by
+handing its record and closing frames to the StoreWriter (CommitTurn); the next queued message
+starts once TurnStored arrives, so its prompt reads a history that includes the turn before it.
 """
 
 from __future__ import annotations
 
-import time
 import uuid
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import apsw
 import msgspec
+import pykka
 import structlog
 
 from chalie.act import approval
 from chalie.act.budget import PromptBudget
 from chalie.act.fastpath import is_cancel, is_empty
-from chalie.act.loop import Answer
+from chalie.act.loop import ActLoop
+from chalie.act.prompts import Prompts
+from chalie.actors.driver import DriverDeps, Ending, Policy, TurnDriver
 from chalie.actors.messages import (
     ActionRequest,
     AppendFrames,
-    ApprovalExpired,
     BackstopChecked,
     CloseOpenExchange,
     CommitTurn,
@@ -33,7 +43,9 @@ from chalie.actors.messages import (
     FrameRejected,
     LlmFailed,
     LlmReturned,
+    PersonActive,
     RepushExchange,
+    SaveCheckpoint,
     Steer,
     ToolReturned,
     TurnDeadline,
@@ -41,38 +53,86 @@ from chalie.actors.messages import (
     TurnStoreFailed,
     UserMessage,
 )
-from chalie.actors.session_approvals import ApprovalsMixin
-from chalie.actors.session_base import SessionDeps, clip
-from chalie.actors.session_compaction import CompactionMixin
-from chalie.actors.session_memory import MemoryMixin
+from chalie.actors.session_backstop import Backstop, channel_loop
+from chalie.actors.supervisor import Directory, Link, SupervisedActor
 from chalie.actors.turn import Turn, closing_frames, turn_record
-from chalie.frames import ActNarration, Done, Error, Notification, Status
-from chalie.llm.types import ChatResponse, ToolCall
-from chalie.memory.identity import read_name
+from chalie.actors.work import Work
+from chalie.clock import Clock, Timer
+from chalie.config import ActConfig, LlmConfig, StoreConfig
+from chalie.frames import Done, Error, Frame, Notification, Status
+from chalie.llm.types import LlmProvider, ToolCall
+from chalie.memory import context
+from chalie.memory.context import NAME_KEY, ContextSettings, TurnContext
+from chalie.memory.identity import NameStatement, acknowledgement, read_name
+from chalie.memory.recall import Recall
+from chalie.metrics import Metrics
 from chalie.store import queries
-from chalie.store.records import Outcome
-from chalie.tools.base import ToolContext
+from chalie.store.effects import RememberFact
+from chalie.tools.base import ToolSource
+from chalie.world.signals import WorldBoard
 
 log = structlog.get_logger("chalie.session")
-
-__all__ = ["Session", "SessionDeps"]
 
 CANCELLED = "Okay, I've stopped."
 NOTHING_TO_CANCEL = "Okay."
 EMPTY = "There was nothing in that message to answer."
+POLICY = Policy(path="user", attended=True, governed=False)
 
 
-class Session(ApprovalsMixin, CompactionMixin, MemoryMixin):
+@dataclass(frozen=True)
+class SessionDeps:
+    """Everything a Session needs from outside; tests swap the provider, clock and pool."""
+
+    provider: LlmProvider
+    tools: ToolSource  # the catalog: innate tools, interfaces' and MCP servers' tools
+    prompts: Prompts
+    act: ActConfig
+    llm: LlmConfig
+    store: StoreConfig
+    read: Callable[[], apsw.Connection]
+    clock: Clock
+    pool: Executor
+    directory: Directory
+    metrics: Metrics
+    recall: Recall
+    context: ContextSettings
+    world: WorldBoard | None = None  # signals for the prompt's world-state section
+
+
+class Session(SupervisedActor):
     """One channel's turns, one at a time; steering, approvals and compaction mid-turn."""
+
+    def __init__(self, link: Link | None, *, channel: str, deps: SessionDeps) -> None:
+        super().__init__(link)
+        self.channel = channel
+        self._deps = deps
+        self._inbox: deque[UserMessage | ActionRequest] = deque()
+        # (turn id, client id, whether the person sent it) of the turn being stored
+        self._storing: tuple[str, str | None, bool] | None = None
+        self._storing_timer: Timer | None = None
+        self._token_ratio = 1.0  # real tokens per estimated token, learned from each turn
+        work = Work(deps.pool, deps.provider, deps.metrics, path="user")
+        self._work = work
+        self._driver = TurnDriver(host=self, policy=POLICY, deps=DriverDeps(
+            work=work, tools=deps.tools, clock=deps.clock, read=deps.read, channel=channel,
+            request_timeout_s=deps.llm.request_timeout_s,
+            approval_timeout_s=deps.act.approval_timeout_s, recall=deps.recall,
+        ))
+        self._backstop = Backstop(self, channel=channel, deps=deps, work=work)
 
     def started(self) -> None:
         # A predecessor that crashed mid-turn left an open exchange: close it with an error.
         self._to_writer(CloseOpenExchange(self.channel))
 
+    def on_failure(self, exception_type: Any, exception_value: Any, traceback: Any) -> None:
+        if self._driver.turn is not None or self._storing is not None:
+            self._deps.metrics.turns_in_flight.dec()  # the turn dies with this instance
+        super().on_failure(exception_type, exception_value, traceback)
+
     def on_receive(self, message: Any) -> Any:
-        turn_id = self._turn.id if self._turn else None
+        turn = self._driver.turn
         with structlog.contextvars.bound_contextvars(
-            actor="session", channel=self.channel, turn_id=turn_id
+            actor="session", channel=self.channel, turn_id=turn.id if turn else None
         ):
             self._dispatch(message)
 
@@ -88,31 +148,19 @@ class Session(ApprovalsMixin, CompactionMixin, MemoryMixin):
                 self._enqueue(message)
             case FrameRejected(reason=reason):
                 self._emit(Error(message=reason, recoverable=True))
-            case ContextReady(turn_id=tid, context=context) if self._is_current(tid):
-                self._on_context(context)
-            case LlmReturned(turn_id=tid, response=response) if self._is_current(tid):
-                self._on_llm(response)
-            case LlmFailed(turn_id=tid, error=error, recoverable=recoverable) if (
-                self._is_current(tid)
-            ):
-                self._finish("error", error=error, recoverable=recoverable)
-            case ToolReturned(turn_id=tid) if self._is_current(tid):
-                self._on_tool(message)
             case (CompactionReturned(stage="backstop") | LlmFailed(turn_id="backstop")
                   | BackstopChecked()):
-                self._backstop_running = False
-            case CompactionReturned(turn_id=tid) if self._is_current(tid):
-                self._on_compaction(message)
-            case ApprovalExpired(turn_id=tid, approval_id=aid) if self._is_current(tid):
-                self._resolve_approval(aid, None)
-            case TurnDeadline(turn_id=tid) if self._is_current(tid):
-                self._timed_out()
+                self._backstop.done()
+            case ContextReady(turn_id=tid, context=ctx) if self._driver.owns(tid):
+                self._on_context(ctx)
             case TurnStored(turn_id=tid) | TurnStoreFailed(turn_id=tid) if (
                 self._storing and tid == self._storing[0]
             ):
                 self._on_stored(message)
+            case _ if self._driver.handle(message):
+                pass
             case (ContextReady() | LlmReturned() | LlmFailed() | ToolReturned() | TurnDeadline()
-                  | CompactionReturned() | ApprovalExpired() | TurnStored() | TurnStoreFailed()):
+                  | CompactionReturned() | TurnStored() | TurnStoreFailed()):
                 log.debug("stale_message_dropped", message=type(message).__name__)
             case _:
                 log.warning("unexpected_message", message=type(message).__name__)
@@ -120,28 +168,33 @@ class Session(ApprovalsMixin, CompactionMixin, MemoryMixin):
     # -- what the person sends --
 
     def _on_user_message(self, message: UserMessage) -> None:
-        if self._turn is not None and not self._turn.is_action and is_cancel(message.text):
+        turn = self._driver.turn
+        if turn is not None and not turn.is_action and is_cancel(message.text):
             self._cancel_running(message.text)
             return
         self._enqueue(message)
 
     def _on_steer(self, text: str, received_at: float) -> None:
-        turn = self._turn
+        turn = self._driver.turn
         if turn is None or turn.is_action:
             self._on_user_message(UserMessage(text=text, received_at=received_at))
             return
         if is_cancel(text):
             self._cancel_running(text)
             return
-        log.info("steering_received", phase=turn.phase, chars=len(text))
-        turn.loop.steer(text)
-        while turn.queued_calls:  # calls the model chose before it saw the steering
-            turn.loop.skip(turn.queued_calls.popleft(), "steered")
-        if turn.phase == "approval" and turn.approval is not None:
-            self._resolve_approval(turn.approval.id, False, reason="redirected")
-        elif turn.phase == "llm":
-            turn.steered_in_flight = True
-        # "tool" and "compacting": the next request, after the call returns, carries the steering.
+        self._driver.steer(text)
+
+    def _on_approval_answer(self, skill: str, params: dict[str, Any]) -> None:
+        decision = approval.read_decision(skill, params)
+        turn = self._driver.turn
+        pending = turn.approval if turn else None
+        if isinstance(decision, str):
+            self._emit(Error(message=decision, recoverable=False))
+        elif pending is None or pending.id != decision.approval_id:
+            self._emit(Error(message=f"no approval {decision.approval_id!r} is waiting (it may "
+                             "have expired or been answered)", recoverable=False))
+        else:
+            self._driver.resolve_approval(decision.approval_id, decision.approve)
 
     def _enqueue(self, message: UserMessage | ActionRequest) -> None:
         client_id = message.client_id
@@ -152,7 +205,8 @@ class Session(ApprovalsMixin, CompactionMixin, MemoryMixin):
 
     def _is_known(self, client_id: str) -> bool:
         """A client retrying a message it already sent: start nothing, show the first turn."""
-        if (self._turn and self._turn.client_id == client_id) or any(
+        turn = self._driver.turn
+        if (turn and turn.client_id == client_id) or any(
             m.client_id == client_id for m in self._inbox
         ) or (self._storing and self._storing[1] == client_id):
             log.info("duplicate_client_id_in_flight", client_id=client_id)
@@ -167,7 +221,7 @@ class Session(ApprovalsMixin, CompactionMixin, MemoryMixin):
     # -- turn start --
 
     def _start_next(self) -> None:
-        if self._turn is not None or self._storing is not None or not self._inbox:
+        if self._driver.turn is not None or self._storing is not None or not self._inbox:
             return
         request = self._inbox.popleft()
         d = self._deps
@@ -177,6 +231,8 @@ class Session(ApprovalsMixin, CompactionMixin, MemoryMixin):
         action = isinstance(request, ActionRequest)
         text = _action_text(request) if isinstance(request, ActionRequest) else request.text
         log.info("turn_started", chars=len(text), kind="action" if action else "chat")
+        if _from_person(request):
+            self._person_active()  # the person (not a program) is talking: the DMN waits
         statement = None if action else read_name(text)
         recalls = not action and not is_empty(text) and not is_cancel(text) and not (
             statement is not None and statement.whole)
@@ -188,30 +244,40 @@ class Session(ApprovalsMixin, CompactionMixin, MemoryMixin):
                               if recalls else []))
         now = datetime.fromtimestamp(d.clock.time(), UTC).strftime("%Y-%m-%d %H:%M UTC")
         if action:  # runs a skill: no history, no recall
-            loop, upto = self._new_loop(d.read(), text, now, with_history=False)
+            loop, upto = channel_loop(d, d.read(), self.channel, text, now, with_history=False)
         else:  # the context is gathered on the pool once the fast exits are passed
             loop, upto = self._bare_loop(text, now), 0
-        deadline = request.received_at + d.act.timeout_s
-        self._turn = Turn(
-            id=turn_id, request=request, loop=loop,
+        self._driver.begin(Turn(
+            id=turn_id, loop=loop,
             budget=PromptBudget(d.llm.context_window, d.act.compaction_threshold,
                                 self._token_ratio),
-            started_at=d.clock.time(), deadline=deadline,
-            timer=self._deadline_timer(turn_id, deadline),
+            started_at=d.clock.time(), received_at=request.received_at,
+            timeout_s=d.act.timeout_s,
+            source="action" if action else request.source,  # type: ignore[union-attr]
+            client_id=request.client_id, is_action=action, request=request,
             history_upto=upto,
-        )
+        ))
         if isinstance(request, ActionRequest):
             self._run_action(request)
             return
         if is_empty(text):
-            self._finish("cancelled", text=EMPTY)
+            self._driver.finish("cancelled", text=EMPTY)
             return
         if is_cancel(text):
-            self._finish("cancelled", text=NOTHING_TO_CANCEL)
+            self._driver.finish("cancelled", text=NOTHING_TO_CANCEL)
             return
         if statement is not None and self._identity_hook(statement):
             return
         self._gather_context()
+
+    def _bare_loop(self, text: str, now: str) -> ActLoop:
+        """A loop with no context yet: the context arrives before the first request."""
+        d = self._deps
+        return ActLoop(
+            prompts=d.prompts, user_text=text, history=(), tools=d.tools.specs(),
+            max_iterations=d.act.max_iterations, max_result_chars=d.act.max_tool_result_chars,
+            now_text=now,
+        )
 
     def _run_action(self, request: ActionRequest) -> None:
         """A deterministic skill, run directly: no LLM, zero tokens."""
@@ -219,129 +285,62 @@ class Session(ApprovalsMixin, CompactionMixin, MemoryMixin):
         tool = self._deps.tools.get(request.skill)
         if tool is None or self._deps.tools.danger(request.skill) == "block":
             known = ", ".join(s.name for s in self._deps.tools.specs())
-            self._finish("error", error=f"no skill named {request.skill!r} (skills: {known}, "
-                         f"approval)", recoverable=False)
+            self._driver.finish("error", error=f"no skill named {request.skill!r} (skills: "
+                                f"{known}, approval)", recoverable=False)
             return
         raw = msgspec.json.encode(request.params).decode()
-        self._run_tool(ToolCall(f"action_{turn.id[:8]}", request.skill, request.params, raw))
+        self._driver.run_tool(ToolCall(f"action_{turn.id[:8]}", request.skill, request.params,
+                                       raw))
 
-    # -- the loop --
+    # -- memory, before the loop --
 
-    def _ask_llm(self) -> None:
+    def _identity_hook(self, statement: NameStatement) -> bool:
+        """The identity hook needs no LLM: "call me Sam" stores the name as a trait with the
+        turn; True when that was the whole message, and the turn is answered already."""
+        turn = self._require_turn()
+        fact = RememberFact(key=NAME_KEY, value=statement.name, kind="trait", source="identity",
+                            confidence=1.0)
+        turn.effects.append(fact)
+        log.info("name_stated", whole=statement.whole)
+        if not statement.whole:
+            return False
+        previous = queries.current_value(self._deps.read(), NAME_KEY)
+        self._driver.finish("answered", text=acknowledgement(statement.name, previous))
+        return True
+
+    def _gather_context(self) -> None:
+        """Identity, Current State, hybrid recall, history, world state and tools, gathered on
+        the pool (where the query is embedded) and fitted to the budget; the loop starts when
+        they come back."""
         turn = self._require_turn()
         d = self._deps
-        remaining = turn.deadline - d.clock.monotonic()
-        if remaining <= 0:
-            self._timed_out()
-            return
-        request = turn.loop.request()
-        if not turn.budget.fits(request) and self._compact(request):
-            return
-        if turn.loop.answer_forced and not turn.responding_sent:
-            turn.responding_sent = True
-            self._status("responding")
-        turn.phase = "llm"
-        turn.steered_in_flight = False
-        turn.in_flight = request
-        turn.snap(request, "act", d.clock.time())
-        turn_id, timeout = turn.id, min(remaining, d.llm.request_timeout_s)
+        turn.phase = "context"  # the turn's opening frames said "retrieving_memory" already
+        turn_id, text, channel = turn.id, turn.user_text, self.channel
+        system = turn.loop.system
+        tools = d.tools.specs()
+        pending = tuple(e for e in turn.effects if isinstance(e, RememberFact))
+        ratio = self._token_ratio
+        world = d.world.top() if d.world is not None else []
 
         def job() -> Any:
-            return LlmReturned(turn_id, self._work.call_llm(request, timeout))
+            built = context.build(
+                d.read(), channel=channel, text=text, recall=d.recall, prompts=d.prompts,
+                system=system, tools=tools, settings=d.context, token_ratio=ratio,
+                pending=pending, world=world,
+            )
+            log.info("context_ready", recalled=len(built.recalled), tokens=built.tokens,
+                     degraded=built.degraded)
+            return ContextReady(turn_id, built)
 
-        self._submit(job)
+        self._work.submit(job, turn_id=turn_id, reply=self.tell_self)
 
-    def _on_llm(self, response: ChatResponse) -> None:
+    def _on_context(self, ctx: TurnContext) -> None:
         turn = self._require_turn()
-        if turn.in_flight is not None:
-            turn.budget.calibrate(turn.in_flight, response.usage)
-        if turn.steered_in_flight:
-            # The model answered without the steering: keep what it said, run none of its
-            # calls, and ask again with the steering in the trail.
-            turn.loop.count(response)
-            if response.text.strip():
-                turn.loop.note("draft_dropped", text=response.text.strip())
-            for call in response.tool_calls:
-                turn.loop.skip(call, "steered")
-            self._ask_llm()
-            return
-        step = turn.loop.absorb(response)
-        if isinstance(step, Answer):
-            if step.text:
-                self._finish("answered", text=step.text)
-            else:
-                self._finish("error", error="the model returned an empty answer", recoverable=True)
-            return
-        turn.queued_calls.extend(step.calls)
-        self._next_call()
-
-    def _next_call(self) -> None:
-        turn = self._require_turn()
-        if self._deps.clock.monotonic() >= turn.deadline:
-            self._timed_out()
-            return
-        if not turn.queued_calls:
-            self._ask_llm()
-            return
-        call = turn.queued_calls.popleft()
-        self._emit(ActNarration(
-            text=_narrate(call), step=turn.loop.iteration, tool=call.name, exchange_id=turn.id
-        ))
-        if call.args is None:
-            turn.loop.record(call, f"error: {call.args_error}", is_error=True, duration_ms=0.0)
-            self._next_call()
-            return
-        danger = self._deps.tools.danger(call.name)
-        if danger == "block":
-            turn.loop.skip(call, "blocked", name=call.name)
-            self._next_call()
-            return
-        if danger == "confirm":
-            self._ask_approval(call)
-            return
-        self._run_tool(call)
-
-    def _run_tool(self, call: ToolCall, approval: str | None = None) -> None:
-        turn = self._require_turn()
-        d = self._deps
-        turn.phase = "tool"
-        turn.running_call = call
-        turn.approval = None
-        ctx = ToolContext(channel=self.channel, turn_id=turn.id, read=d.read, clock=d.clock,
-                          pending=turn.pending_effects(), recall=d.recall)
-        turn_id, name, args = turn.id, call.name, call.args or {}
-
-        def job() -> Any:
-            started = time.perf_counter()
-            outcome = d.tools.run(name, args, ctx)
-            duration = (time.perf_counter() - started) * 1000
-            return ToolReturned(turn_id, outcome, duration, approval)
-
-        self._submit(job)
-
-    def _on_tool(self, returned: ToolReturned) -> None:
-        turn = self._require_turn()
-        call = turn.running_call
-        assert call is not None
-        turn.running_call = None
-        outcome = returned.outcome
-        turn.loop.record(call, outcome.text, is_error=outcome.is_error,
-                         duration_ms=returned.duration_ms, effects=outcome.effects,
-                         approval=returned.approval)
-        self._deps.metrics.tool_calls.labels(
-            tool=call.name, result="error" if outcome.is_error else "ok"
-        ).inc()
-        if outcome.card is not None:
-            self._emit(msgspec.structs.replace(outcome.card, exchange_id=turn.id))
-        log.info("tool_returned", tool=call.name, is_error=outcome.is_error,
-                 duration_ms=round(returned.duration_ms, 2))
-        if turn.is_action:
-            if outcome.is_error:
-                self._finish("error", error=outcome.text, recoverable=False)
-            else:
-                self._finish("answered", text=outcome.text)
-            return
-        self._next_call()
+        turn.loop.use_context(identity=ctx.identity, state=ctx.state, memory=ctx.memory,
+                              history=ctx.history, tools=ctx.tools, world=ctx.world)
+        turn.history_upto = ctx.history_upto
+        turn.recalled = ctx.recalled
+        self._driver.ask()
 
     # -- turn end --
 
@@ -349,39 +348,30 @@ class Session(ApprovalsMixin, CompactionMixin, MemoryMixin):
         turn = self._require_turn()
         log.info("turn_cancelled_by_person")
         turn.loop.steer(text)
-        if turn.approval is not None:
-            turn.approval.timer.cancel()
-        self._finish("cancelled", text=CANCELLED)
+        self._driver.finish("cancelled", text=CANCELLED)
 
-    def _timed_out(self) -> None:
-        budget = self._deps.act.timeout_s
-        self._finish("timeout", error=f"the turn took longer than {budget:g}s and was stopped",
-                     recoverable=True)
-
-    def _finish(self, outcome: Outcome, *, text: str | None = None, error: str | None = None,
-                recoverable: bool = True) -> None:
-        turn = self._require_turn()
+    def turn_ended(self, ending: Ending) -> None:
+        """The driver's turn is over: hand its record and closing frames to the StoreWriter."""
+        turn, outcome, elapsed = ending.turn, ending.outcome, ending.elapsed
         d = self._deps
-        turn.timer.cancel()
-        elapsed = d.clock.monotonic() - turn.request.received_at
-        frames = closing_frames(turn, outcome, elapsed, text=text, error=error,
-                                recoverable=recoverable)
-        record = turn_record(turn, self.channel, outcome, elapsed, d.clock.time(), text=text,
-                             error=error)
+        frames = closing_frames(turn, outcome, elapsed, text=ending.text, error=ending.error,
+                                recoverable=ending.recoverable)
+        record = turn_record(turn, self.channel, outcome, elapsed, d.clock.time(),
+                             text=ending.text, error=ending.error)
         d.metrics.turns.labels(outcome=outcome).inc()
         d.metrics.turn_seconds.observe(elapsed)
         log.info("turn_finished", outcome=outcome, tokens_total=record.tokens_total,
                  llm_calls=record.llm_calls, response_time_s=round(elapsed, 6),
-                 llm_s=round(turn.loop.llm_seconds, 6), error=error)
-        self._turn = None
+                 llm_s=round(turn.loop.llm_seconds, 6), error=ending.error)
         self._token_ratio = turn.budget.ratio
-        self._storing = (turn.id, turn.client_id)
-        self._to_writer(CommitTurn(record, frames, turn.request.received_at,
-                                   notify=_notification(turn.request, text)))
+        self._storing = (turn.id, turn.client_id, _from_person(turn.request))
+        self._to_writer(CommitTurn(record, frames, turn.received_at,
+                                   notify=_notification(turn.request, ending.text)))
         # If the writer never answers (it crashed holding this turn), do not wait forever.
         wait = d.store.reply_timeout_s
-        self._storing_timer = d.clock.call_later(wait, lambda: self._tell_self(
-            TurnStoreFailed(turn.id, f"the store did not confirm within {wait:g}s")))
+        turn_id = turn.id
+        self._storing_timer = d.clock.call_later(wait, lambda: self.tell_self(
+            TurnStoreFailed(turn_id, f"the store did not confirm within {wait:g}s")))
 
     def _on_stored(self, message: TurnStored | TurnStoreFailed) -> None:
         turn_id = message.turn_id
@@ -393,22 +383,67 @@ class Session(ApprovalsMixin, CompactionMixin, MemoryMixin):
             self._emit(Error(message=f"the answer could not be stored: {message.error}",
                              recoverable=True, exchange_id=turn_id),
                        Done(duration_ms=0, exchange_id=turn_id))
+        by_person = self._storing is not None and self._storing[2]
         self._storing = None
+        # Post-turn fan-out (user path only): the DMN's idle timer, the compaction backstop.
+        if by_person:
+            self._person_active()
         if not self._inbox:
-            self._backstop(turn_id)
+            self._backstop.check(turn_id, self._token_ratio)
         self._start_next()
 
-def _notification(request: UserMessage | ActionRequest, answer: str | None) -> AppendFrames | None:
+    # -- the driver's host --
+
+    def show(self, *frames: Frame) -> None:
+        self._emit(*frames)
+
+    def state_written(self, turn: Turn, summary: str) -> None:
+        self._to_writer(SaveCheckpoint(self.channel, summary, turn.history_upto, turn.id))
+
+    def tell_self(self, message: Any) -> None:
+        try:
+            self.actor_ref.tell(message)
+        except pykka.ActorDeadError:
+            pass  # this instance was stopped or replaced; its turn is gone with it
+
+    # -- plumbing --
+
+    def _require_turn(self) -> Turn:
+        turn = self._driver.turn
+        assert turn is not None, "no turn is running"
+        return turn
+
+    def _person_active(self) -> None:
+        """The person is here: the DMN's idle timer starts again (a DMN that is not running
+        misses nothing: it reads the last turn from the store when it starts)."""
+        ref = self._deps.directory.get("dmn")
+        if ref is not None:
+            try:
+                ref.tell(PersonActive(self._deps.clock.time()))
+            except pykka.ActorDeadError:
+                pass  # being restarted
+
+    def _emit(self, *frames: Frame) -> None:
+        self._to_writer(AppendFrames(self.channel, frames))
+
+    def _to_writer(self, message: Any) -> None:
+        self._deps.directory.tell("store_writer", message)
+
+
+def _notification(request: Any, answer: str | None) -> AppendFrames | None:
     """An interface's message was answered: the answer goes to the person as a notification."""
     if not isinstance(request, UserMessage) or request.notify_channel is None or not answer:
         return None
     return AppendFrames(request.notify_channel,
-                        (Notification(content=answer, topic=request.topic),))
+                        (Notification(content=answer, topic=request.topic,
+                                      source="interface"),))
+
+
+def _from_person(request: Any) -> bool:
+    """A chat or an action of the person's, not a program's message (POST /api/messages)."""
+    return isinstance(request, ActionRequest) or (
+        isinstance(request, UserMessage) and request.notify_channel is None)
 
 
 def _action_text(request: ActionRequest) -> str:
     return f"[action] {request.skill} {msgspec.json.encode(request.params).decode()}"
-
-
-def _narrate(call: ToolCall) -> str:
-    return f"{call.name} {clip(call.raw_args)}".strip()

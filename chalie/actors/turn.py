@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from chalie.act.budget import PromptBudget
 from chalie.act.loop import ActLoop, ToolRecord
 from chalie.act.snapshots import snapshot
-from chalie.actors.messages import ActionRequest, UserMessage
 from chalie.clock import Timer
 from chalie.frames import Done, Error, Frame, FrameMetrics, Message, text_blocks
 from chalie.llm.types import ChatRequest, ToolCall
@@ -36,14 +35,22 @@ class Approval:
 
 @dataclass
 class Turn:
+    """One run of the ACT loop, on any path. `received_at` (monotonic) is when what started it
+    arrived: the response time is measured from it, and `deadline` is `timeout_s` after it."""
+
     id: str
-    request: UserMessage | ActionRequest
     loop: ActLoop
     budget: PromptBudget
     started_at: float  # wall clock, stored
-    deadline: float  # monotonic; pushed back by time spent waiting for approvals
-    timer: Timer
-    history_upto: int  # transcript id the turn's history reaches; a checkpoint covers up to it
+    received_at: float
+    timeout_s: float
+    source: str  # text, voice, action, interface, dmn, scheduled, goal
+    client_id: str | None = None
+    is_action: bool = False  # runs one skill without the LLM
+    request: Any = None  # what the hosting actor started the turn for
+    deadline: float = 0.0  # monotonic; pushed back by time spent waiting for approvals
+    timer: Timer | None = None
+    history_upto: int = 0  # transcript id the turn's history reaches; a checkpoint covers it
     phase: Phase = "llm"
     queued_calls: deque[ToolCall] = field(default_factory=deque)
     running_call: ToolCall | None = None
@@ -64,14 +71,6 @@ class Turn:
     def pending_effects(self) -> tuple[Effect, ...]:
         """What the turn will store, so far: its own effects, then its tools'."""
         return (*self.effects, *self.loop.pending_effects())
-
-    @property
-    def client_id(self) -> str | None:
-        return self.request.client_id
-
-    @property
-    def is_action(self) -> bool:
-        return isinstance(self.request, ActionRequest)
 
     @property
     def user_text(self) -> str:
@@ -96,14 +95,18 @@ def closing_frames(
 
 def turn_record(
     turn: Turn, channel: str, outcome: Outcome, elapsed: float, finished_at: float, *,
-    text: str | None, error: str | None,
+    text: str | None, error: str | None, path: str = "user", said: str | None = None,
 ) -> TurnRecord:
+    """What the store keeps of a turn. `said`: the text the person's channel gets in its
+    transcript for a background path's turn (its message, when one was delivered)."""
     metrics = turn.loop.metrics()
     return TurnRecord(
         id=turn.id,
         channel=channel,
+        path=path,
+        said=said,
         client_id=turn.client_id,
-        source=turn.request.source if isinstance(turn.request, UserMessage) else "action",
+        source=turn.source,
         user_text=turn.user_text,
         response_text=text,
         outcome=outcome,

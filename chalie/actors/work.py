@@ -1,11 +1,15 @@
-"""The work a Session hands off so its mailbox never blocks: LLM calls and tool calls on the
-shared bounded pool. A job's result comes back to the actor as a message."""
+"""The work an actor hands off so its mailbox never blocks: LLM calls and tool calls on a
+bounded pool. A job's result comes back to the actor as a message.
+
+Every LLM call is counted for its path (user, dmn, scheduled, goal, encoder) and charged to the
+spending governor, which pauses a background path that used its daily budget.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import Executor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -14,28 +18,39 @@ from chalie.errors import LlmError
 from chalie.llm.types import ChatRequest, ChatResponse, LlmProvider
 from chalie.metrics import Metrics
 
-log = structlog.get_logger("chalie.session")
+if TYPE_CHECKING:
+    from chalie.background.governor import Governor
+
+log = structlog.get_logger("chalie.work")
 
 
 class Work:
-    def __init__(self, pool: Executor, provider: LlmProvider, metrics: Metrics) -> None:
+    def __init__(self, pool: Executor, provider: LlmProvider, metrics: Metrics, *,
+                 path: str = "user", governor: Governor | None = None) -> None:
         self._pool = pool
         self._provider = provider
-        self._metrics = metrics
+        self.metrics = metrics
+        self.path = path
+        self._governor = governor
 
     def call_llm(self, request: ChatRequest, timeout: float) -> ChatResponse:
-        """On a worker thread: one LLM call, counted in the metrics."""
-        m = self._metrics
+        """On a worker thread: one LLM call, counted in the metrics and charged to the path."""
+        m = self.metrics
         try:
             response = self._provider.complete(request, timeout_s=timeout)
         except LlmError:
             m.llm_calls.labels(result="error").inc()
             raise
+        usage = response.usage
         m.llm_calls.labels(result="ok").inc()
-        m.llm_tokens.labels(kind="prompt").inc(response.usage.prompt_tokens)
-        m.llm_tokens.labels(kind="completion").inc(response.usage.completion_tokens)
-        log.info("llm_answered", tool_calls=len(response.tool_calls),
-                 tokens=response.usage.total_tokens, latency_s=round(response.latency_s, 4))
+        m.llm_tokens.labels(kind="prompt").inc(usage.prompt_tokens)
+        m.llm_tokens.labels(kind="completion").inc(usage.completion_tokens)
+        m.path_llm_calls.labels(path=self.path).inc()
+        m.path_tokens.labels(path=self.path).inc(usage.total_tokens)
+        if self._governor is not None:
+            self._governor.charge(self.path, usage.total_tokens)
+        log.info("llm_answered", path=self.path, tool_calls=len(response.tool_calls),
+                 tokens=usage.total_tokens, latency_s=round(response.latency_s, 4))
         return response
 
     def submit(self, job: Callable[[], Any], *, turn_id: str,

@@ -39,6 +39,10 @@ class StoredCompaction(msgspec.Struct, frozen=True):
 
 
 class TurnRecord(msgspec.Struct, frozen=True):
+    """A turn as stored. A user turn puts the person's message and the answer in its channel's
+    transcript; a background path's turn (`path` dmn, scheduled, goal) puts only `said` there,
+    as the assistant's line: the message the person got, if one was delivered."""
+
     id: str
     channel: str
     client_id: str | None
@@ -58,3 +62,5 @@ class TurnRecord(msgspec.Struct, frozen=True):
     steering: tuple[StoredSteering, ...] = ()
     compactions: tuple[StoredCompaction, ...] = ()
     snapshots: tuple[SnapshotRow, ...] = ()
+    path: str = "user"
+    said: str | None = None

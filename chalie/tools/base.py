@@ -31,6 +31,7 @@ class ToolContext(msgspec.Struct, frozen=True):
     clock: Clock
     pending: tuple[Effect, ...] = ()
     recall: Recall | None = None  # hybrid recall over everything remembered (the recall tool)
+    path: str = "user"  # the path running the turn: user, dmn, scheduled, goal
 
 
 class ToolOutcome(msgspec.Struct, frozen=True):
@@ -49,6 +50,22 @@ class Tool(Protocol):
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
         """Do the work. Raise nothing on purpose: a bad argument is an error outcome."""
+        ...
+
+
+class ToolSource(Protocol):
+    """Where a turn finds its tools: a registry, the live catalog, or a path's view of it."""
+
+    def specs(self) -> tuple[ToolSpec, ...]:
+        """The tools a prompt offers."""
+        ...
+
+    def get(self, name: str) -> Tool | None: ...
+
+    def danger(self, name: str) -> Danger: ...
+
+    def run(self, name: str, args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
+        """Run one call; whatever goes wrong is an error outcome."""
         ...
 
 

@@ -118,6 +118,7 @@ def test_an_interface_message_is_answered_on_its_channel_and_notifies_the_person
     assert shape(frames)[-2:] == [("message", 3), ("done", 4)]
     [note] = tree.outbox.wait_for_type("notification")
     assert note == {"type": "notification", "seq": 1, "content": "Your appointment is now at 3pm.",
-                    "topic": "health"}
+                    "topic": "health", "source": "interface", "schedule_id": None,
+                    "goal_id": None}
     assert tree.rows("SELECT channel, type FROM events WHERE channel = 'main'") == [
         ("main", "notification")]

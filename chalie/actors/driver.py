@@ -1,0 +1,435 @@
+"""The turn driver: one turn's ACT loop mechanics, the same for every path.
+
+The user Session, the DMN, the Scheduler and each Goal own a TurnDriver and forward the running
+turn's messages to it (`handle`). The driver builds each request from the turn's ActLoop,
+compacts when a request would not fit, sends it on the worker pool, runs the tool calls the
+model asks for (one at a time, on the pool), waits for the person's approval of `confirm`
+tools, and ends the turn at the first answer without tool calls, at the deadline, on a failure,
+when the person cancels it, or when its path runs out of budget. The mailbox never waits:
+every call comes back as a message. A path differs only by its Policy (deadline, whether a
+person is watching, whether it is governed) and by its Host: where its frames go, whether a
+compaction's Current State is saved, and what happens when the turn ends.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+import apsw
+import msgspec
+import structlog
+
+from chalie.act.loop import Answer
+from chalie.actors.messages import (
+    ApprovalExpired,
+    CompactionReturned,
+    LlmFailed,
+    LlmReturned,
+    ToolReturned,
+    TurnDeadline,
+)
+from chalie.actors.turn import Approval, Turn
+from chalie.actors.work import Work
+from chalie.clock import Clock, Timer
+from chalie.frames import ActNarration, Escalation, Frame, Stage, Status
+from chalie.llm.types import ChatRequest, ChatResponse, ToolCall
+from chalie.store.records import Outcome, StoredCompaction
+from chalie.tools.base import ToolContext, ToolSource
+
+if TYPE_CHECKING:
+    from chalie.background.governor import Governor
+    from chalie.memory.recall import Recall
+
+log = structlog.get_logger("chalie.driver")
+
+NARRATION_ARGS_CHARS = 120
+PAUSED = "paused: the path used its daily token budget"
+
+
+def clip(text: str) -> str:
+    """Tool arguments as narration shows them: the first 120 characters."""
+    return text if len(text) <= NARRATION_ARGS_CHARS else text[:NARRATION_ARGS_CHARS] + "…"
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What sets one path's turns apart. `attended`: a person watches the turn (status and
+    narration frames, `confirm` tools ask for approval); unattended turns skip `confirm` tools.
+    `governed`: each LLM request first asks the spending governor for room."""
+
+    path: str
+    attended: bool = True
+    governed: bool = False
+
+
+@dataclass(frozen=True)
+class DriverDeps:
+    work: Work
+    tools: ToolSource
+    clock: Clock
+    read: Callable[[], apsw.Connection]
+    channel: str  # where the turn's output goes (tools see it in their context)
+    request_timeout_s: float
+    approval_timeout_s: float
+    recall: Recall | None = None
+    governor: Governor | None = None
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How a turn ended; the host stores it. `paused`: the path ran out of budget before the
+    turn was done (outcome "cancelled"): the work should be tried again later."""
+
+    turn: Turn
+    outcome: Outcome
+    elapsed: float
+    text: str | None = None
+    error: str | None = None
+    recoverable: bool = True
+    paused: bool = False
+
+
+class Host(Protocol):
+    def show(self, *frames: Frame) -> None:
+        """Frames for the person while the turn runs (status, narration, escalation, card)."""
+        ...
+
+    def turn_ended(self, ending: Ending) -> None:
+        """The turn is over: store it. The driver is free for the next turn already."""
+        ...
+
+    def state_written(self, turn: Turn, summary: str) -> None:
+        """Compaction stage 2 wrote a new Current State for the turn's channel."""
+        ...
+
+    def tell_self(self, message: Any) -> None:
+        """Put a message in the host's mailbox (results of pool jobs, timers)."""
+        ...
+
+
+class TurnDriver:
+    def __init__(self, *, host: Host, policy: Policy, deps: DriverDeps) -> None:
+        self._host = host
+        self.policy = policy
+        self._d = deps
+        self.turn: Turn | None = None
+
+    # -- life cycle --
+
+    def begin(self, turn: Turn) -> None:
+        """Own `turn` from now on: its deadline runs from `turn.received_at`."""
+        assert self.turn is None, "a turn is running already"
+        self.turn = turn
+        turn.deadline = turn.received_at + turn.timeout_s
+        turn.timer = self._deadline_timer(turn.id, turn.deadline)
+
+    def owns(self, turn_id: str) -> bool:
+        return self.turn is not None and self.turn.id == turn_id
+
+    def handle(self, message: Any) -> bool:
+        """Take a message of the running turn; False for anything else (a stale message of a
+        turn that has ended is the caller's to drop)."""
+        match message:
+            case LlmReturned(turn_id=tid, response=response) if self.owns(tid):
+                self._on_llm(response)
+            case LlmFailed(turn_id=tid, error=error, recoverable=recoverable) if self.owns(tid):
+                self.finish("error", error=error, recoverable=recoverable)
+            case ToolReturned(turn_id=tid) if self.owns(tid):
+                self._on_tool(message)
+            case CompactionReturned(turn_id=tid) if self.owns(tid):
+                self._on_compaction(message)
+            case ApprovalExpired(turn_id=tid, approval_id=aid) if self.owns(tid):
+                self.resolve_approval(aid, None)
+            case TurnDeadline(turn_id=tid) if self.owns(tid):
+                self.timed_out()
+            case _:
+                return False
+        return True
+
+    def finish(self, outcome: Outcome, *, text: str | None = None, error: str | None = None,
+               recoverable: bool = True, paused: bool = False) -> None:
+        """End the running turn and hand it to the host."""
+        turn = self._require()
+        if turn.timer is not None:
+            turn.timer.cancel()
+        if turn.approval is not None:
+            turn.approval.timer.cancel()
+        elapsed = self._d.clock.monotonic() - turn.received_at
+        self.turn = None
+        self._d.work.metrics.path_turns.labels(path=self.policy.path, outcome=outcome).inc()
+        self._host.turn_ended(Ending(turn, outcome, elapsed, text, error, recoverable, paused))
+
+    def timed_out(self) -> None:
+        budget = self._require().timeout_s
+        self.finish("timeout", error=f"the turn took longer than {budget:g}s and was stopped",
+                    recoverable=True)
+
+    # -- the loop --
+
+    def ask(self) -> None:
+        """Send the turn's next request (compacting first when it would not fit)."""
+        turn = self._require()
+        d = self._d
+        remaining = turn.deadline - d.clock.monotonic()
+        if remaining <= 0:
+            self.timed_out()
+            return
+        if self.policy.governed and d.governor is not None \
+                and not d.governor.has_room(self.policy.path):
+            self.finish("cancelled", error=PAUSED, paused=True)
+            return
+        request = turn.loop.request()
+        if not turn.budget.fits(request) and self._compact(request):
+            return
+        if turn.loop.answer_forced and not turn.responding_sent:
+            turn.responding_sent = True
+            self._status("responding")
+        turn.phase = "llm"
+        turn.steered_in_flight = False
+        turn.in_flight = request
+        turn.snap(request, "act", d.clock.time())
+        turn_id, timeout = turn.id, min(remaining, d.request_timeout_s)
+        work = d.work
+
+        def job() -> Any:
+            return LlmReturned(turn_id, work.call_llm(request, timeout))
+
+        self._submit(job)
+
+    def _on_llm(self, response: ChatResponse) -> None:
+        turn = self._require()
+        if turn.in_flight is not None:
+            turn.budget.calibrate(turn.in_flight, response.usage)
+        if turn.steered_in_flight:
+            # The model answered without the steering: keep what it said, run none of its
+            # calls, and ask again with the steering in the trail.
+            turn.loop.count(response)
+            if response.text.strip():
+                turn.loop.note("draft_dropped", text=response.text.strip())
+            for call in response.tool_calls:
+                turn.loop.skip(call, "steered")
+            self.ask()
+            return
+        step = turn.loop.absorb(response)
+        if isinstance(step, Answer):
+            if step.text:
+                self.finish("answered", text=step.text)
+            else:
+                self.finish("error", error="the model returned an empty answer",
+                            recoverable=True)
+            return
+        turn.queued_calls.extend(step.calls)
+        self._next_call()
+
+    def _next_call(self) -> None:
+        """Run the next queued tool call, or ask the model again when none is left."""
+        turn = self._require()
+        if self._d.clock.monotonic() >= turn.deadline:
+            self.timed_out()
+            return
+        if not turn.queued_calls:
+            self.ask()
+            return
+        call = turn.queued_calls.popleft()
+        if self.policy.attended:
+            self._host.show(ActNarration(
+                text=f"{call.name} {clip(call.raw_args)}".strip(), step=turn.loop.iteration,
+                tool=call.name, exchange_id=turn.id,
+            ))
+        if call.args is None:
+            turn.loop.record(call, f"error: {call.args_error}", is_error=True, duration_ms=0.0)
+            self._next_call()
+            return
+        danger = self._d.tools.danger(call.name)
+        if danger == "block":
+            turn.loop.skip(call, "blocked", name=call.name)
+            self._next_call()
+            return
+        if danger == "confirm":
+            if self.policy.attended:
+                self._ask_approval(call)
+            else:
+                turn.loop.skip(call, "unattended", name=call.name)
+                self._next_call()
+            return
+        self.run_tool(call)
+
+    def run_tool(self, call: ToolCall, approval: str | None = None) -> None:
+        """Run one call on the pool; its result comes back as ToolReturned."""
+        turn = self._require()
+        d = self._d
+        turn.phase = "tool"
+        turn.running_call = call
+        turn.approval = None
+        ctx = ToolContext(channel=d.channel, turn_id=turn.id, read=d.read, clock=d.clock,
+                          pending=turn.pending_effects(), recall=d.recall,
+                          path=self.policy.path)
+        turn_id, name, args, tools = turn.id, call.name, call.args or {}, d.tools
+
+        def job() -> Any:
+            started = time.perf_counter()
+            outcome = tools.run(name, args, ctx)
+            duration = (time.perf_counter() - started) * 1000
+            return ToolReturned(turn_id, outcome, duration, approval)
+
+        self._submit(job)
+
+    def _on_tool(self, returned: ToolReturned) -> None:
+        turn = self._require()
+        call = turn.running_call
+        assert call is not None
+        turn.running_call = None
+        outcome = returned.outcome
+        turn.loop.record(call, outcome.text, is_error=outcome.is_error,
+                         duration_ms=returned.duration_ms, effects=outcome.effects,
+                         approval=returned.approval)
+        self._d.work.metrics.tool_calls.labels(
+            tool=call.name, result="error" if outcome.is_error else "ok"
+        ).inc()
+        if outcome.card is not None and self.policy.attended:
+            self._host.show(msgspec.structs.replace(outcome.card, exchange_id=turn.id))
+        log.info("tool_returned", tool=call.name, is_error=outcome.is_error,
+                 duration_ms=round(returned.duration_ms, 2))
+        if turn.is_action:
+            if outcome.is_error:
+                self.finish("error", error=outcome.text, recoverable=False)
+            else:
+                self.finish("answered", text=outcome.text)
+            return
+        self._next_call()
+
+    # -- the person, mid-turn --
+
+    def steer(self, text: str) -> None:
+        """Words the person sent while the turn runs: they reach the very next request, and
+        calls the model chose before it are not run."""
+        turn = self._require()
+        log.info("steering_received", phase=turn.phase, chars=len(text))
+        turn.loop.steer(text)
+        while turn.queued_calls:
+            turn.loop.skip(turn.queued_calls.popleft(), "steered")
+        if turn.phase == "approval" and turn.approval is not None:
+            self.resolve_approval(turn.approval.id, False, reason="redirected")
+        elif turn.phase == "llm":
+            turn.steered_in_flight = True
+        # "tool" and "compacting": the next request, after the call returns, carries it.
+
+    def _ask_approval(self, call: ToolCall) -> None:
+        turn = self._require()
+        d = self._d
+        approval_id = uuid.uuid4().hex
+        timeout = d.approval_timeout_s
+        if turn.timer is not None:
+            turn.timer.cancel()  # waiting for the person is not charged to the turn's budget
+        turn.phase = "approval"
+        turn.running_call = call
+        turn_id = turn.id
+        turn.approval = Approval(
+            approval_id, call, d.clock.monotonic(),
+            d.clock.call_later(timeout, lambda: self._host.tell_self(
+                ApprovalExpired(turn_id, approval_id))),
+        )
+        log.info("approval_requested", tool=call.name, approval_id=approval_id)
+        self._host.show(Escalation(
+            content=f"Chalie wants to run {call.name} {clip(call.raw_args)}. Allow it?",
+            approval_id=approval_id, tool=call.name, args=call.raw_args,
+            expires_in_s=timeout, exchange_id=turn.id,
+        ))
+
+    def resolve_approval(self, approval_id: str, approved: bool | None,
+                         reason: str = "") -> None:
+        """approved: True runs the call; False (denied) or None (expired) tells the model no;
+        `reason` names another reason_* fragment for the model."""
+        turn = self._require()
+        pending = turn.approval
+        if pending is None or pending.id != approval_id:
+            return
+        d = self._d
+        pending.timer.cancel()
+        turn.approval = None
+        turn.running_call = None
+        turn.deadline += d.clock.monotonic() - pending.asked_at
+        turn.timer = self._deadline_timer(turn.id, turn.deadline)
+        verdict = "approved" if approved else ("denied" if approved is False else "expired")
+        log.info("approval_resolved", tool=pending.call.name, verdict=verdict)
+        if approved:
+            self.run_tool(pending.call, approval="approved")
+            return
+        if reason:
+            turn.loop.skip(pending.call, reason, approval=verdict)
+        elif approved is False:
+            turn.loop.skip(pending.call, "denied", approval=verdict)
+        else:
+            turn.loop.skip(pending.call, "expired", approval=verdict,
+                           seconds=f"{d.approval_timeout_s:g}")
+        self._next_call()
+
+    # -- compaction (spec/message-flow.md, Mid-ACT Compaction) --
+
+    def _compact(self, request: ChatRequest) -> bool:
+        """Start the next compaction stage for an oversized request; False if none is left."""
+        turn = self._require()
+        tokens = turn.budget.tokens(request)
+        if turn.loop.can_summarise_trail():
+            stage, side = "trail", turn.loop.trail_summary_request()
+        elif turn.loop.can_restart():
+            stage, side = "restart", turn.loop.checkpoint_request()
+        else:
+            log.warning("prompt_over_budget", tokens=tokens, limit=turn.budget.limit)
+            return False
+        log.info("compaction_started", stage=stage, tokens=tokens, limit=turn.budget.limit)
+        turn.snap(side, "compact_trail" if stage == "trail" else "checkpoint",
+                  self._d.clock.time())
+        self._status("thinking")
+        turn.phase = "compacting"
+        remaining = turn.deadline - self._d.clock.monotonic()
+        turn_id, timeout, work = turn.id, min(remaining, self._d.request_timeout_s), self._d.work
+
+        def job() -> Any:
+            return CompactionReturned(turn_id, stage, work.call_llm(side, timeout), tokens)
+
+        self._submit(job)
+        return True
+
+    def _on_compaction(self, returned: CompactionReturned) -> None:
+        turn = self._require()
+        summary = returned.response.text.strip()
+        turn.loop.count(returned.response)
+        if returned.stage == "trail":
+            turn.loop.apply_trail_summary(summary)
+        else:
+            turn.loop.restart(summary)
+        after = turn.budget.tokens(turn.loop.request())
+        turn.compactions.append(StoredCompaction(
+            stage="trail" if returned.stage == "trail" else "restart",
+            tokens_before=returned.tokens_before, tokens_after=after,
+            tokens_used=returned.response.usage.total_tokens, summary=summary,
+            created_at=self._d.clock.time(),
+        ))
+        if returned.stage == "restart":
+            self._host.state_written(turn, summary)
+        log.info("compaction_done", stage=returned.stage, before=returned.tokens_before,
+                 after=after)
+        self.ask()
+
+    # -- plumbing --
+
+    def _require(self) -> Turn:
+        assert self.turn is not None, "no turn is running"
+        return self.turn
+
+    def _status(self, stage: Stage) -> None:
+        if self.policy.attended:
+            self._host.show(Status(stage=stage, exchange_id=self._require().id))
+
+    def _deadline_timer(self, turn_id: str, deadline: float) -> Timer:
+        clock = self._d.clock
+        return clock.call_later(deadline - clock.monotonic(),
+                                lambda: self._host.tell_self(TurnDeadline(turn_id)))
+
+    def _submit(self, job: Callable[[], Any]) -> None:
+        self._d.work.submit(job, turn_id=self._require().id, reply=self._host.tell_self)
