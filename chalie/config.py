@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from chalie.background.attention import parse_span
 from chalie.errors import ConfigError
 from chalie.paths import DEFAULT_CONFIG
 
@@ -150,6 +151,45 @@ class McpConfig(_Section, frozen=True):
     restart_max_s: float
 
 
+class DmnConfig(_Section, frozen=True):
+    enabled: bool
+    idle_s: float
+    cadence_s: float
+    boot_delay_s: float
+    max_iterations: int
+    timeout_s: float
+    quiet_hours: str
+    timezone: str
+    daily_cap: int
+    deferred_max_age_s: float
+    channel: str
+
+
+class SchedulerConfig(_Section, frozen=True):
+    catch_up_s: float
+    max_iterations: int
+    timeout_s: float
+
+
+class GoalsConfig(_Section, frozen=True):
+    max_iterations: int
+    timeout_s: float
+    max_running: int
+    step_retries: int
+    retry_backoff_s: float
+
+
+class GovernorConfig(_Section, frozen=True):
+    dmn_tokens_per_day: int
+    scheduled_tokens_per_day: int
+    goal_tokens_per_day: int
+    encoder_tokens_per_day: int
+
+    def budgets(self) -> dict[str, int]:
+        return {"dmn": self.dmn_tokens_per_day, "scheduled": self.scheduled_tokens_per_day,
+                "goal": self.goal_tokens_per_day, "encoder": self.encoder_tokens_per_day}
+
+
 class SupervisorConfig(_Section, frozen=True):
     backoff_initial_s: float
     backoff_max_s: float
@@ -175,6 +215,10 @@ class Config(_Section, frozen=True):
     signals: SignalsConfig
     subscriptions: SubscriptionsConfig
     mcp: McpConfig
+    dmn: DmnConfig
+    scheduler: SchedulerConfig
+    goals: GoalsConfig
+    governor: GovernorConfig
     supervisor: SupervisorConfig
     log: LogConfig
 
@@ -199,13 +243,18 @@ _POSITIVE = {
     "signals.half_life_s", "signals.top_k", "signals.flush_s",
     "subscriptions.reconnect_initial_s", "subscriptions.reconnect_max_s",
     "subscriptions.connect_timeout_s", "mcp.connect_timeout_s", "mcp.call_timeout_s",
-    "mcp.restart_initial_s", "mcp.restart_max_s",
+    "mcp.restart_initial_s", "mcp.restart_max_s", "dmn.idle_s", "dmn.cadence_s",
+    "dmn.max_iterations", "dmn.timeout_s", "dmn.deferred_max_age_s", "scheduler.max_iterations",
+    "scheduler.timeout_s", "goals.max_iterations", "goals.timeout_s", "goals.max_running",
+    "goals.retry_backoff_s",
 }
 _NON_NEGATIVE = {
     "llm.retries", "llm.retry_backoff_s", "act.history_turns", "supervisor.backoff_initial_s",
     "supervisor.backoff_max_s", "memory.retrieval_decay", "memory.index_delay_s",
     "context.identity", "context.state", "context.memory", "context.tools", "context.history",
-    "signals.min_salience",
+    "signals.min_salience", "dmn.boot_delay_s", "dmn.daily_cap", "scheduler.catch_up_s",
+    "goals.step_retries", "governor.dmn_tokens_per_day", "governor.scheduled_tokens_per_day",
+    "governor.goal_tokens_per_day", "governor.encoder_tokens_per_day",
 }
 CONTEXT_SHARES = ("identity", "state", "memory", "tools", "history")
 
@@ -322,6 +371,16 @@ def _convert(merged: dict[str, Any]) -> Config:
         raise ConfigError("signals.min_salience",
                           f"must be below 1, got {config.signals.min_salience:g}")
     _check_mcp(config.mcp)
+    try:
+        parse_span(config.dmn.quiet_hours)
+    except ValueError as e:
+        raise ConfigError("dmn.quiet_hours", str(e)) from None
+    if not CHANNEL_RE.match(config.dmn.channel):
+        raise ConfigError("dmn.channel",
+                          "1-64 letters, digits, '_', '.' or '-' (a /ws channel name), got "
+                          f"{config.dmn.channel!r}")
+    if not config.dmn.timezone.strip():
+        raise ConfigError("dmn.timezone", "an IANA zone name (e.g. Europe/London) or 'local'")
     if config.llm.provider == "script" and not config.llm.script:
         raise ConfigError("llm.script", "must name a script file when llm.provider = 'script'")
     return config

@@ -4,6 +4,8 @@
      ├─ ConfigError          bad or unknown configuration key; start-up exits with code 2
      ├─ PromptError          a prompt file is missing or has an unknown placeholder
      ├─ StoreError           the database could not be opened or migrated
+     │   └─ StoreConflict    a write found the store changed under it (a goal cancelled, a
+     │                       scheduled run stored already): its transaction is rolled back
      ├─ LlmError             an LLM request failed; `recoverable` says whether a retry may work
      │   ├─ LlmUnavailable   could not connect, or the request timed out
      │   ├─ LlmHttpError     the server answered with an HTTP error status
@@ -38,6 +40,11 @@ class PromptError(ChalieError):
 
 class StoreError(ChalieError):
     """The store could not be opened or migrated."""
+
+
+class StoreConflict(StoreError):
+    """A write found the store not as it expected; the transaction (or the turn's savepoint)
+    that holds it is rolled back, and nothing of it is stored."""
 
 
 class LlmError(ChalieError):

@@ -110,12 +110,17 @@ class Escalation(_Frame, frozen=True, kw_only=True, tag="escalation"):
 
 
 class Task(_Frame, frozen=True, kw_only=True, tag="task"):
-    """A persistent task (goal) changed state."""
+    """A goal's progress. With `step_id` None the goal changed state (planning, running,
+    paused, completed, failed, cancelled); otherwise one step of its plan did (running, done,
+    failed). `coverage` is the share of the plan's steps done, 0 to 1; `title` the goal or the
+    step's description."""
 
-    task_id: str
+    goal_id: str
     status: str
-    title: str
-    progress: float | None = None
+    coverage: float
+    step_id: str | None = None
+    title: str = ""
+    error: str | None = None
 
 
 class ImageReady(_Frame, frozen=True, kw_only=True, tag="image_ready"):

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 
 class Metrics:
@@ -169,12 +173,24 @@ class Metrics:
             "chalie_dmn_triggers", "DMN triggers, by trigger (idle, cadence) and result (ran, "
             "skipped).", ["trigger", "result"], registry=r,
         )
-        self.goals = Gauge(
-            "chalie_goals", "Goals, by state.", ["state"], registry=r,
-        )
         self.schedule_runs = Counter(
             "chalie_schedule_runs",
             "Scheduled prompt runs, by outcome (done, failed, missed, paused).", ["outcome"],
             registry=r,
         )
+
+    def watch_goals(self, counts: Callable[[], dict[str, int]]) -> None:
+        """chalie_goals{state}: goals by state, read from the store when scraped."""
+        self.registry.register(_GoalsCollector(counts))
+
+
+class _GoalsCollector(Collector):
+    def __init__(self, counts: Callable[[], dict[str, int]]) -> None:
+        self._counts = counts
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily("chalie_goals", "Goals, by state.", labels=["state"])
+        for state, n in sorted(self._counts().items()):
+            family.add_metric([state], n)
+        yield family
 

@@ -20,6 +20,7 @@ import tornado.httpserver
 import tornado.netutil
 from tornado.ioloop import IOLoop
 
+from chalie import server_paths
 from chalie.act.prompts import Prompts
 from chalie.actors.encoder import Encoder, EncoderDeps
 from chalie.actors.interface_health import HealthDeps, InterfaceHealth
@@ -30,6 +31,8 @@ from chalie.actors.session_supervisor import SessionSupervisor
 from chalie.actors.store_writer import StoreWriter, close_interrupted_turns
 from chalie.actors.supervisor import ChildSpec, Directory, Link, Supervisor
 from chalie.actors.world_state import WorldState
+from chalie.background.attention import Attention
+from chalie.background.governor import Governor
 from chalie.clock import Clock, SystemClock
 from chalie.config import CONTEXT_SHARES, Config
 from chalie.edge.app import make_app
@@ -45,10 +48,12 @@ from chalie.memory.context import ContextSettings
 from chalie.memory.embedders import Embedder, build_embedder
 from chalie.memory.recall import Recall
 from chalie.metrics import Metrics
-from chalie.store import db, interface_rows, memory_writes
+from chalie.store import db, goal_rows, interface_rows, memory_writes
 from chalie.tools.catalog import ToolCatalog
+from chalie.tools.goal import GoalTool
 from chalie.tools.memory import ForgetTool, MemoryTool
 from chalie.tools.recall import RecallTool
+from chalie.tools.schedule import ScheduleTool
 from chalie.world.signals import SignalGate, WorldBoard, WorldSettings
 
 log = structlog.get_logger("chalie.server")
@@ -66,6 +71,7 @@ class OtherPrograms:
 CLOSE_TIMEOUT_S = 5.0
 BACKGROUND_WORKERS = 2  # encoding and embedding; never the threads user turns run on
 HEALTH_WORKERS = 2  # interfaces' /health checks, each bounded by interfaces.health_timeout_s
+PATH_WORKERS = 4  # the DMN's, scheduled prompts' and goals' LLM and tool calls
 
 
 class Server:
@@ -94,6 +100,9 @@ class Server:
         self._pool: WorkerPool | None = None
         self._background: WorkerPool | None = None
         self._health_pool: WorkerPool | None = None
+        self._paths_pool: WorkerPool | None = None
+        self.governor: Governor | None = None
+        self.attention: Attention | None = None
         self._http_out: httpx.Client | None = None
         self._subscriptions: Subscriptions | None = None
         self._on_failure: asyncio.Event | None = None
@@ -114,6 +123,8 @@ class Server:
             close_interrupted_turns(conn, self.clock.time())
             with db.immediate(conn):
                 space_id = memory_writes.ensure_space(conn, self.embedder.space, self.clock.time())
+            self.governor, self.attention = server_paths.policy(self.config, conn, self.clock,
+                                                                self.metrics)
         finally:
             conn.close()
         log.info("memory", embedder=self.embedder.kind, space=self.embedder.space,
@@ -127,8 +138,10 @@ class Server:
         self._hub = hub
         self._pool = WorkerPool(self.config.act.workers)
         self._background = WorkerPool(BACKGROUND_WORKERS, name="chalie-background")
+        self._paths_pool = WorkerPool(PATH_WORKERS, name="chalie-paths")
         memory = self.config.memory
         programs = self._other_programs()
+        self.metrics.watch_goals(lambda: goal_rows.counts(readers.get()))
         recall = Recall(embedder=self.embedder, space_id=space_id, config=memory,
                         clock=self.clock, metrics=self.metrics)
         deps = SessionDeps(
@@ -157,8 +170,10 @@ class Server:
             provider=self.provider, prompts=self.prompts, embedder=self.embedder,
             space_id=space_id, memory=memory, llm=self.config.llm, read=readers.get,
             clock=self.clock, pool=self._background, directory=self.directory,
-            metrics=self.metrics,
+            metrics=self.metrics, governor=self.governor,
         )
+        paths = server_paths.deps(deps, self.config, pool=self._paths_pool,
+                                  governor=self.governor, attention=self.attention)
         common: dict[str, Any] = {
             "config": self.config.supervisor,
             "clock": self.clock,
@@ -175,6 +190,7 @@ class Server:
             return StoreWriter.start(
                 link, config=store, outbox=hub, clock=self.clock, directory=self.directory,
                 metrics=self.metrics, snapshots_kept=memory.snapshots_kept,
+                notify_channel=self.config.dmn.channel,
             )
 
         def start_session(link: Link, channel: str) -> pykka.ActorRef[Any]:
@@ -195,6 +211,7 @@ class Server:
                 *self._program_children(programs, readers.get, common),
                 ChildSpec("sessions", start_sessions),
                 ChildSpec("encoder", start_encoder),
+                *server_paths.children(self.config, paths, common),
             ),
             on_give_up=give_up,
             **common,
@@ -222,6 +239,8 @@ class Server:
             interface_client=programs.client,
             tools=programs.catalog,
             prompts=self.prompts,
+            governor=self.governor,
+            default_zone=server_paths.default_zone(self.config),
         ))
         sockets = tornado.netutil.bind_sockets(
             self.config.server.port, self.config.server.host, family=socket.AF_INET
@@ -252,7 +271,8 @@ class Server:
                 execute_timeout_s=config.interfaces.execute_timeout_s,
                 max_response_bytes=config.interfaces.max_response_bytes,
             ),
-            catalog=ToolCatalog([MemoryTool(), RecallTool(), ForgetTool()],
+            catalog=ToolCatalog([MemoryTool(), RecallTool(), ForgetTool(),
+                                 ScheduleTool(server_paths.default_zone(config)), GoalTool()],
                                 confirm=config.tools.confirm, block=config.tools.block),
             interfaces=InterfaceBoard(),
             world=WorldBoard(WorldSettings(world_max=signals.world_max,
@@ -333,10 +353,10 @@ class Server:
         if root is not None:
             self._root = None
             await asyncio.get_running_loop().run_in_executor(None, _stop_actor, root)
-        for pool in (self._pool, self._background, self._health_pool):
+        for pool in (self._pool, self._background, self._health_pool, self._paths_pool):
             if pool is not None:
                 pool.shutdown(wait=False, cancel_futures=True)
-        self._pool = self._background = self._health_pool = None
+        self._pool = self._background = self._health_pool = self._paths_pool = None
         if self._http_out is not None:
             self._http_out.close()
             self._http_out = None

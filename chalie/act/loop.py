@@ -84,8 +84,15 @@ class ActLoop:
         memory: str = "",
         identity: str = "",
         world: str = "",
+        template: str = "act_user",
+        extra: dict[str, str] | None = None,
     ) -> None:
+        """`template`: the prompt file of the single user message (act_user for the person's
+        turns; a background path has its own), rendered with the sections below and `extra`,
+        the values only that template has."""
         self._prompts = prompts
+        self._template = template
+        self._extra = dict(extra or {})
         self.user_text = user_text
         self.history = tuple(history)
         self.state = state
@@ -125,7 +132,8 @@ class ActLoop:
         if self.answer_forced:
             trail = f"{trail}\n\n{self._prompts.render('act_final')}"
         user = self._prompts.render(
-            "act_user",
+            self._template,
+            **self._extra,
             identity=self._identity or self._prompts.fragment("identity_empty"),
             state=self.state or self._prompts.fragment("state_empty"),
             world=self._world or self._prompts.fragment("world_empty"),

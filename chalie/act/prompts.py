@@ -19,6 +19,13 @@ _EXPECTED: dict[str, frozenset[str]] = {
     "checkpoint": frozenset({"state", "history", "user_text", "trail"}),
     "episode_encoding": frozenset({"count", "lines"}),
     "interface_message": frozenset({"program", "details", "text"}),
+    "scheduled": frozenset({"identity", "state", "world", "memory", "history", "trail",
+                            "prompt", "created", "due"}),
+    "plan": frozenset({"goal", "tools"}),
+    "dmn": frozenset({"identity", "state", "world", "memory", "history", "trail", "loops",
+                      "goals", "trigger", "nothing"}),
+    "goal_step": frozenset({"identity", "state", "world", "memory", "history", "trail",
+                            "goal", "plan", "step_id", "step", "last"}),
 }
 
 
@@ -48,6 +55,12 @@ _FRAGMENTS: dict[str, frozenset[str]] = {
     "encoding_line": frozenset({"n", "who", "time", "text"}),
     "encoding_person": frozenset(), "encoding_assistant": frozenset(),
     "encoding_retry": frozenset({"error"}),
+    "plan_retry": frozenset({"problems"}), "plan_no_tools": frozenset(),
+    "goal_plan_step": frozenset({"status", "id", "description", "result"}),
+    "goal_last_step": frozenset(), "goal_next_step": frozenset(),
+    "dmn_idle": frozenset({"since"}), "dmn_cadence": frozenset(), "dmn_none": frozenset(),
+    "dmn_loop": frozenset({"id", "date", "text"}), "dmn_episode_loop": frozenset({"text"}),
+    "dmn_goal": frozenset({"id", "state", "goal"}),
 }
 
 

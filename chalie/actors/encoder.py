@@ -44,6 +44,7 @@ from chalie.actors.messages import (
 )
 from chalie.actors.supervisor import Directory, Link, SupervisedActor
 from chalie.actors.work import Work
+from chalie.background.governor import Governor
 from chalie.clock import Clock, Timer
 from chalie.config import LlmConfig, MemoryConfig
 from chalie.errors import LlmError, StructuredOutputError
@@ -80,13 +81,16 @@ class EncoderDeps:
     pool: Executor
     directory: Directory
     metrics: Metrics
+    governor: Governor | None = None  # encodings pause while the encoder's budget is used up
 
 
 class Encoder(SupervisedActor):
     def __init__(self, link: Link | None, *, deps: EncoderDeps) -> None:
         super().__init__(link)
         self._d = deps
-        self._work = Work(deps.pool, deps.provider, deps.metrics)
+        self._work = Work(deps.pool, deps.provider, deps.metrics, path="encoder",
+                          governor=deps.governor)
+        self._budget_timer: Timer | None = None
         self._encoding: set[str] = set()
         self._indexing = False
         self._index_again = False
@@ -99,7 +103,7 @@ class Encoder(SupervisedActor):
         self._tell_self(_Sweep())
 
     def on_stop(self) -> None:
-        for timer in (self._retry, self._soon):
+        for timer in (self._retry, self._soon, self._budget_timer):
             if timer is not None:
                 timer.cancel()
 
@@ -122,6 +126,9 @@ class Encoder(SupervisedActor):
                 case _Resume():
                     self._retry = None
                     self._index()
+                case _BudgetRoom():
+                    self._budget_timer = None
+                    self._tell_self(_Sweep())
                 case _Sweep():
                     for channel in mq.channels_to_encode(self._d.read(),
                                                          self._d.memory.encode_every_rows):
@@ -139,12 +146,24 @@ class Encoder(SupervisedActor):
         upto = mq.encoded_upto(conn, channel)
         if mq.unencoded_count(conn, channel, upto) < self._d.memory.encode_every_rows:
             return
+        governor = self._d.governor
+        if governor is not None and not governor.has_room("encoder"):
+            self._wait_for_budget(governor.frees_at("encoder"))
+            return
         self._encoding.add(channel)
         encoding_id = f"encoding-{uuid.uuid4().hex}"
         log.info("encoding_started", channel=channel, after_transcript_id=upto,
                  encoding_id=encoding_id)
         self._background(lambda: self._encode(channel, upto, encoding_id),
                          on_crash=EncodeWindow(channel, stored=False))
+
+    def _wait_for_budget(self, frees_at: float) -> None:
+        """The encoder's budget is used up: encode again (a sweep) once it frees room."""
+        if self._budget_timer is not None or frees_at == float("inf"):
+            return
+        delay = max(1.0, frees_at - self._d.clock.time())
+        self._budget_timer = self._d.clock.call_later(delay,
+                                                      lambda: self._tell_self(_BudgetRoom()))
 
     def _encode(self, channel: str, upto: int, encoding_id: str) -> Any:
         """On the background pool: one window, at most two LLM calls."""
@@ -154,12 +173,15 @@ class Encoder(SupervisedActor):
             return EncodeWindow(channel, stored=False)
         snaps: list[SnapshotRow] = []
         error: str | None = None
+        tokens = calls = 0
         for attempt in (1, 2):
             req = encoding.request(d.prompts, lines, retry_error=error)
             snaps.append(snapshot(req, call=attempt, purpose="episode_encoding",
                                   now=d.clock.time()))
             try:
                 answer = self._work.call_llm(req, d.llm.request_timeout_s)
+                tokens += answer.usage.total_tokens
+                calls += 1
                 window = encoding.to_window(encoding.parse(answer.text), lines)
             except StructuredOutputError as e:
                 error = str(e)
@@ -172,12 +194,13 @@ class Encoder(SupervisedActor):
                 break
             d.metrics.encodings.labels(outcome="encoded").inc()
             self._tell(StoreEpisodes(channel, upto, lines[-1].id, encoding_id, window.episodes,
-                                     window.facts, window.fact_turn_id, tuple(snaps)))
+                                     window.facts, window.fact_turn_id, tuple(snaps),
+                                     tokens=tokens, llm_calls=calls))
             return None
         else:
             log.warning("encoding_skipped", channel=channel, transcript_from=lines[0].id,
                         transcript_to=lines[-1].id, reason="two invalid answers")
-        self._tell(SaveSnapshots(encoding_id, tuple(snaps)))
+        self._tell(SaveSnapshots(encoding_id, tuple(snaps), tokens=tokens, llm_calls=calls))
         return EncodeWindow(channel, stored=False)
 
     # -- indexing --
@@ -278,6 +301,10 @@ class Encoder(SupervisedActor):
 
 class _Resume(msgspec.Struct, frozen=True, tag=True):
     """The embedding pause is over."""
+
+
+class _BudgetRoom(msgspec.Struct, frozen=True, tag=True):
+    """The encoder's budget may have room again."""
 
 
 class _IndexNow(msgspec.Struct, frozen=True, tag=True):

@@ -9,6 +9,7 @@ import msgspec
 from chalie.frames import Frame
 from chalie.llm.types import ChatResponse
 from chalie.memory.context import TurnContext
+from chalie.store.background_ops import Op
 from chalie.store.effects import RememberFact
 from chalie.store.interface_rows import InterfaceRow, SubscriptionRow
 from chalie.store.memory_writes import EpisodeRow, SnapshotRow
@@ -154,6 +155,35 @@ class PersonActive(_Msg, frozen=True):
     at: float
 
 
+class PersonConnected(_Msg, frozen=True):
+    """To the Dmn: a socket opened on `channel`: deferred messages are delivered now."""
+
+    channel: str
+
+
+class SchedulesChanged(_Msg, frozen=True):
+    """To the Scheduler: schedules were added or cancelled; read them again."""
+
+
+class RunGoal(_Msg, frozen=True):
+    """To the GoalSupervisor: a goal was stored; pursue it."""
+
+    goal_id: str
+
+
+class StopGoal(_Msg, frozen=True):
+    """To the GoalSupervisor: a goal was cancelled (in the store already); stop its actor."""
+
+    goal_id: str
+
+
+class ToGoal(_Msg, frozen=True):
+    """To the GoalSupervisor: route `message` to a goal's actor (held while it restarts)."""
+
+    goal_id: str
+    message: Any
+
+
 # --- store writer ------------------------------------------------------------------------------
 
 class AppendFrames(_Msg, frozen=True):
@@ -162,12 +192,35 @@ class AppendFrames(_Msg, frozen=True):
 
 
 class CommitTurn(_Msg, frozen=True):
-    """Store the turn and log its closing frames in one transaction, then push the frames."""
+    """Store the turn and log its closing frames in one transaction, then push the frames.
+    `extras`: a background path's own writes, in the turn's transaction (a scheduled run marked
+    done, a goal's step checkpointed, a proactive message). `reply_to` gets TurnStored or
+    TurnStoreFailed: "sessions" (routed to the turn's channel), "goal:<id>", or an actor's
+    directory name."""
 
     record: TurnRecord
     frames: tuple[Frame, ...]
     received_at: float  # monotonic receipt of the message: the writer stamps the response time
     notify: AppendFrames | None = None  # frames for another channel, in the same transaction
+    extras: tuple[Op, ...] = ()
+    reply_to: str = "sessions"
+
+
+class ApplyOps(_Msg, frozen=True):
+    """To the StoreWriter: apply background ops in one transaction, log and push the frames
+    they make. Asked: answers OpsApplied. Told with `reply_to`: OpsApplied goes there."""
+
+    ops: tuple[Op, ...]
+    reply_to: str | None = None
+    tag: str = ""
+
+
+class OpsApplied(_Msg, frozen=True):
+    """The ops of an ApplyOps were stored (`error` None: `values`, one per op) or not."""
+
+    tag: str
+    values: tuple[Any, ...] = ()
+    error: str | None = None
 
 
 class CloseOpenExchange(_Msg, frozen=True):
@@ -214,13 +267,19 @@ class StoreEpisodes(_Msg, frozen=True):
     facts: tuple[RememberFact, ...] = ()  # as of the messages they came from (observed_at)
     fact_turn_id: str | None = None  # provenance of the facts: the window's last turn
     snapshots: tuple[SnapshotRow, ...] = ()
+    tokens: int = 0  # what the encoding's LLM calls used (charged to the encoder's budget)
+    llm_calls: int = 0
 
 
 class SaveSnapshots(_Msg, frozen=True):
-    """To the StoreWriter: the prompts of a background job that stored nothing else."""
+    """To the StoreWriter: the prompts of a background job that stored nothing else, and what
+    its calls used, for `path`'s budget."""
 
     turn_id: str
     snapshots: tuple[SnapshotRow, ...]
+    path: str = "encoder"
+    tokens: int = 0
+    llm_calls: int = 0
 
 
 class StoreVectors(_Msg, frozen=True):

@@ -20,6 +20,7 @@ import structlog
 
 from chalie.actors.messages import (
     AppendFrames,
+    ApplyOps,
     CloseOpenExchange,
     CommitTurn,
     CreateAuthSession,
@@ -32,14 +33,19 @@ from chalie.actors.messages import (
     ForgetItem,
     IndexBatch,
     MemoryGrew,
+    OpsApplied,
     PairInterface,
     RepushExchange,
+    RunGoal,
     SaveCheckpoint,
     SaveSnapshots,
     SaveSubscription,
     SaveWorld,
+    SchedulesChanged,
+    StopGoal,
     StoreEpisodes,
     StoreVectors,
+    ToGoal,
     TurnStored,
     TurnStoreFailed,
     UpdateCapabilities,
@@ -47,11 +53,13 @@ from chalie.actors.messages import (
 from chalie.actors.supervisor import Directory, Link, SupervisedActor
 from chalie.clock import Clock
 from chalie.config import StoreConfig
+from chalie.errors import StoreConflict
 from chalie.frames import Done, Error, Frame, Message, encode_frame, frame_type
 from chalie.memory.items import Kind
 from chalie.metrics import Metrics
 from chalie.outbox import Outbox
-from chalie.store import db, interface_rows, memory_writes, queries, writes
+from chalie.store import background_ops, db, interface_rows, memory_writes, queries, writes
+from chalie.store.background_ops import Applied, Op, Spend
 from chalie.store.records import TurnRecord
 
 log = structlog.get_logger("chalie.store_writer")
@@ -75,9 +83,11 @@ class StoreWriter(SupervisedActor):
         directory: Directory,
         metrics: Metrics,
         snapshots_kept: int = 50,
+        notify_channel: str = "main",
     ) -> None:
         super().__init__(link)
         self._config = config
+        self._notify_channel = notify_channel  # where goals' and schedules' frames go
         self._snapshots_kept = snapshots_kept
         self._turns_since_prune = 0
         self._outbox = outbox
@@ -118,8 +128,17 @@ class StoreWriter(SupervisedActor):
             case StoreEpisodes():
                 self._store_episodes(message)
             case SaveSnapshots(turn_id=turn_id, snapshots=snapshots):
+                spend = (Spend(message.path, message.tokens, message.llm_calls, turn_id),) \
+                    if message.tokens else ()
                 with db.immediate(self.conn):
                     memory_writes.insert_snapshots(self.conn, turn_id, snapshots)
+                    background_ops.apply(self.conn, spend, turn_id=None,
+                                         now=self._clock.time())
+            case ApplyOps(ops=ops, reply_to=reply_to, tag=tag):
+                result = self._apply_ops(ops, tag)
+                if reply_to is not None:
+                    self._reply(reply_to, None, result)
+                return result
             case StoreVectors():
                 self._store_vectors(message)
             case DropSpace(space_id=space_id):
@@ -186,8 +205,9 @@ class StoreWriter(SupervisedActor):
         the store refuses fails alone. Frames are pushed, and sessions told, after the commit."""
         now = self._clock.monotonic()
         seqs = dict(self._seqs)
-        stored: list[tuple[str, list[Row], TurnRecord | None]] = []
-        refused: list[tuple[TurnRecord, str]] = []
+        stored: list[tuple[str, list[Row], CommitTurn | None]] = []
+        refused: list[tuple[CommitTurn, str, bool]] = []  # (turn, why, a conflict)
+        applied: list[Applied] = []
         try:
             with db.immediate(self.conn):
                 for item in batch:
@@ -199,44 +219,111 @@ class StoreWriter(SupervisedActor):
                     notify = item.notify
                     try:
                         with self.conn:  # a savepoint
-                            writes.insert_turn(self.conn, record)
+                            effects = writes.insert_turn(self.conn, record, item.extras,
+                                                         channel=self._notify_channel)
                             rows = self._append(seqs, record.channel, frames)
-                            if notify is not None:
-                                also = self._append(seqs, notify.channel, notify.frames)
+                            also = [] if notify is None else [
+                                (notify.channel, self._append(seqs, notify.channel,
+                                                              notify.frames))]
+                            also += self._append_pairs(seqs, effects.frames)
                     except Exception as e:  # rolled back to the savepoint; seqs not moved.
                         # Not only apsw.Error: a record that cannot be written for any reason
                         # must fail alone, not take the writer and the rest of the batch down.
-                        refused.append((record, str(e) if isinstance(e, apsw.Error) else repr(e)))
+                        why = str(e) if isinstance(e, apsw.Error | StoreConflict) else repr(e)
+                        refused.append((item, why, isinstance(e, StoreConflict)))
                         continue
-                    stored.append((record.channel, rows, record))
-                    if notify is not None:
-                        stored.append((notify.channel, also, None))
+                    stored.append((record.channel, rows, msgspec.structs.replace(
+                        item, record=record)))
+                    stored += [(channel, more, None) for channel, more in also]
+                    applied.append(effects)
                 self._prune(seqs)
                 self._prune_snapshots(sum(1 for _, _, t in stored if t is not None))
         except Exception as e:  # the transaction itself failed: nothing of the batch is stored
             log.exception("batch_not_stored", messages=len(batch))
-            refused += [(i.record, f"the store failed: {e}") for i in batch
+            refused += [(i, f"the store failed: {e}", False) for i in batch
                         if isinstance(i, CommitTurn)]
-            stored = []
+            stored, applied = [], []
         else:
             self._seqs = seqs
             self._metrics.store_batch.observe(len(batch))
-        grew = {turn.channel for _, _, turn in stored if turn is not None}
-        for channel, rows, turn in stored:
-            if turn is not None:
+        grew = {c.record.channel for _, _, c in stored if c is not None}
+        for channel, rows, commit in stored:
+            if commit is not None:
+                turn = commit.record
                 log.info("turn_stored", channel=channel, turn_id=turn.id, outcome=turn.outcome,
-                         tools=len(turn.tool_calls), response_time_s=round(turn.response_time_s, 6))
-            for _, kind, _, _ in rows:
-                self._metrics.frames.labels(type=kind).inc()
-            self._outbox.push(channel, [body for _, _, _, body in rows])
-            if turn is not None:
-                self._directory.tell("sessions", Deliver(channel, TurnStored(turn.id)))
-        for record, error in refused:
-            log.error("turn_not_stored", channel=record.channel, turn_id=record.id, error=error)
-            self._directory.tell("sessions", Deliver(record.channel,
-                                                     TurnStoreFailed(record.id, error)))
+                         path=turn.path, tools=len(turn.tool_calls),
+                         response_time_s=round(turn.response_time_s, 6))
+            self._push(channel, rows)
+            if commit is not None:
+                self._reply(commit.reply_to, commit.record.channel, TurnStored(commit.record.id))
+        for commit, error, conflict in refused:
+            record = commit.record
+            (log.warning if conflict else log.error)(
+                "turn_not_stored", channel=record.channel, turn_id=record.id, error=error)
+            self._reply(commit.reply_to, record.channel, TurnStoreFailed(record.id, error))
+        for effects in applied:
+            self._after(effects)
         for channel in sorted(grew):
             self._tell_encoder(MemoryGrew(channel))
+
+    def _push(self, channel: str, rows: list[Row]) -> None:
+        for _, kind, _, _ in rows:
+            self._metrics.frames.labels(type=kind).inc()
+        if rows:
+            self._outbox.push(channel, [body for _, _, _, body in rows])
+
+    def _append_pairs(self, seqs: dict[str, int],
+                      pairs: list[tuple[str, Frame]]) -> list[tuple[str, list[Row]]]:
+        """Log (channel, frame) pairs in order, runs of one channel together."""
+        out: list[tuple[str, list[Row]]] = []
+        for channel, frame in pairs:
+            rows = self._append(seqs, channel, (frame,))
+            if out and out[-1][0] == channel:
+                out[-1][1].extend(rows)
+            else:
+                out.append((channel, rows))
+        return out
+
+    def _reply(self, target: str, channel: str | None, message: Any) -> None:
+        """Tell whoever waits for a write: the Session of `channel` ("sessions"), a goal's
+        actor ("goal:<id>") or the actor of that directory name."""
+        if target == "sessions" and channel is not None:
+            self._directory.tell("sessions", Deliver(channel, message))
+        elif target.startswith("goal:"):
+            self._directory.tell("goals", ToGoal(target.removeprefix("goal:"), message))
+        else:
+            self._directory.tell(target, message)
+
+    def _after(self, effects: Applied) -> None:
+        """Tell the actors concerned about what a commit changed."""
+        if effects.schedules_changed:
+            self._directory.tell("scheduler", SchedulesChanged())
+        for goal_id in effects.goals_started:
+            self._directory.tell("goals", RunGoal(goal_id))
+        for goal_id in effects.goals_stopped:
+            self._directory.tell("goals", StopGoal(goal_id))
+        for path, result in effects.delivered:
+            self._metrics.proactive.labels(path=path, result=result).inc()
+
+    def _apply_ops(self, ops: tuple[Op, ...], tag: str) -> OpsApplied:
+        """Background ops in one transaction; their frames are pushed after the commit."""
+        seqs = dict(self._seqs)
+        try:
+            with db.immediate(self.conn):
+                effects = background_ops.apply(self.conn, ops, turn_id=None,
+                                               now=self._clock.time())
+                logged = self._append_pairs(seqs, effects.frames)
+                self._prune(seqs)
+        except Exception as e:  # nothing of it is stored; the sender decides what to do
+            conflict = isinstance(e, StoreConflict)
+            (log.warning if conflict else log.error)(
+                "ops_not_stored", ops=[type(o).__name__ for o in ops], error=repr(e))
+            return OpsApplied(tag, (), str(e) if conflict else repr(e))
+        self._seqs = seqs
+        for channel, rows in logged:
+            self._push(channel, rows)
+        self._after(effects)
+        return OpsApplied(tag, tuple(effects.values))
 
     def _append(self, seqs: dict[str, int], channel: str, frames: tuple[Frame, ...]) -> list[Row]:
         """Insert frames after the channel's last seq in `seqs`, and move it on."""
@@ -306,6 +393,10 @@ class StoreWriter(SupervisedActor):
                         memory_writes.apply_fact(self.conn, fact, turn_id=m.fact_turn_id,
                                                  now=now)
                 memory_writes.insert_snapshots(self.conn, m.encoding_id, m.snapshots)
+                if m.tokens:
+                    background_ops.apply(self.conn, (Spend("encoder", m.tokens, m.llm_calls,
+                                                           m.encoding_id),),
+                                         turn_id=None, now=now)
         except Exception as e:  # the window is tried again at the next trigger
             log.error("episodes_not_stored", channel=m.channel, error=repr(e))
             self._tell_encoder(EncodeWindow(m.channel, stored=False))

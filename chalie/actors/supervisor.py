@@ -243,6 +243,15 @@ class Supervisor(SupervisedActor):
     def child(self, name: str) -> pykka.ActorRef[Any] | None:
         return self._refs.get(name)
 
+    def forget_child(self, name: str) -> None:
+        """A transient child is done for good: it is no longer supervised or restarted."""
+        spec = self._specs.pop(name, None)
+        self._refs.pop(name, None)
+        self._pending.pop(name, None)
+        self._policy.forget(name)
+        if spec is not None and spec.register:
+            self._directory.set(name, None)
+
     def is_restarting(self, name: str) -> bool:
         return name in self._specs and name not in self._refs
 
@@ -261,20 +270,30 @@ class Supervisor(SupervisedActor):
         return ref
 
     def _child_failed(self, failed: ChildFailed) -> None:
+        if not self._take_failed(failed):
+            return
+        delay = self._policy.delay_for(failed.name, self._clock.monotonic())
+        if delay is None:
+            self._give_up(f"{failed.name} failed too often: {failed.error}")
+            return
+        self.restart_later(failed.name, delay)
+
+    def _take_failed(self, failed: ChildFailed) -> bool:
+        """Take a crashed child out (keeping its inbox for its successor); False for a stale
+        report from an instance already replaced or stopped."""
         ref = self._refs.get(failed.name)
         if ref is None or ref.actor_urn != failed.urn:
-            return  # a stale report from an instance already replaced or stopped
+            return False
         del self._refs[failed.name]
         spec = self._specs[failed.name]
         if spec.register:
             self._directory.set(failed.name, None)
         self._pending[failed.name] = list(failed.pending) + self._pending.get(failed.name, [])
         log.error("child_failed", supervisor=self.name, child=failed.name, error=failed.error)
-        delay = self._policy.delay_for(failed.name, self._clock.monotonic())
-        if delay is None:
-            self._give_up(f"{failed.name} failed too often: {failed.error}")
-            return
-        self._clock.call_later(delay, lambda: self._tell_self(RestartChild(failed.name)))
+        return True
+
+    def restart_later(self, name: str, delay: float) -> None:
+        self._clock.call_later(delay, lambda: self._tell_self(RestartChild(name)))
 
     def _tell_self(self, message: Any) -> None:
         try:

@@ -95,16 +95,14 @@ def closing_frames(
 
 def turn_record(
     turn: Turn, channel: str, outcome: Outcome, elapsed: float, finished_at: float, *,
-    text: str | None, error: str | None, path: str = "user", said: str | None = None,
+    text: str | None, error: str | None, path: str = "user",
 ) -> TurnRecord:
-    """What the store keeps of a turn. `said`: the text the person's channel gets in its
-    transcript for a background path's turn (its message, when one was delivered)."""
+    """What the store keeps of a turn."""
     metrics = turn.loop.metrics()
     return TurnRecord(
         id=turn.id,
         channel=channel,
         path=path,
-        said=said,
         client_id=turn.client_id,
         source=turn.source,
         user_text=turn.user_text,

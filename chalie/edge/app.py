@@ -6,7 +6,9 @@ import tornado.web
 
 from chalie.edge.context import EdgeContext
 from chalie.edge.rest_auth import LoginHandler
+from chalie.edge.rest_background import ProactiveHandler, SpendingHandler
 from chalie.edge.rest_gateway import GatewayRenderHandler
+from chalie.edge.rest_goals import GoalHandler, GoalsHandler
 from chalie.edge.rest_interfaces import (
     InterfaceHandler,
     InterfacesHandler,
@@ -23,6 +25,7 @@ from chalie.edge.rest_memory import (
 )
 from chalie.edge.rest_messages import MessagesHandler
 from chalie.edge.rest_ops import HealthHandler, MetricsHandler
+from chalie.edge.rest_schedules import ScheduleHandler, SchedulesHandler
 from chalie.edge.rest_signals import BatchHandler, SignalHandler
 from chalie.edge.rest_subscriptions import SubscriptionHandler, SubscriptionsHandler
 from chalie.edge.rest_turns import TurnPromptsHandler
@@ -60,6 +63,12 @@ def make_app(ctx: EdgeContext) -> tornado.web.Application:
             (r"/api/subscriptions", SubscriptionsHandler, args),
             # Any id text reaches the handler, so an unknown one gets a JSON 404.
             (r"/api/subscriptions/(.*)", SubscriptionHandler, args),
+            (r"/api/schedules", SchedulesHandler, args),
+            (r"/api/schedules/([^/]+)", ScheduleHandler, args),
+            (r"/api/goals", GoalsHandler, args),
+            (r"/api/goals/([^/]+)", GoalHandler, args),
+            (r"/api/spending", SpendingHandler, args),
+            (r"/api/proactive", ProactiveHandler, args),
         ],
         websocket_max_message_size=max(HARD_FRAME_LIMIT, ctx.config.server.max_frame_bytes),
         websocket_ping_interval=None,

@@ -19,6 +19,7 @@ from chalie.metrics import Metrics
 from chalie.world.signals import SignalGate, WorldBoard
 
 if TYPE_CHECKING:
+    from chalie.background.governor import Governor
     from chalie.edge.subscriptions import Subscriptions
     from chalie.interfaces.board import InterfaceBoard
     from chalie.interfaces.client import InterfaceClient
@@ -44,3 +45,5 @@ class EdgeContext:
     interface_client: InterfaceClient | None = None
     tools: ToolCatalog | None = None
     prompts: Prompts | None = None
+    governor: Governor | None = None  # the background paths' budgets (GET /api/spending)
+    default_zone: str = "UTC"  # a cron schedule's zone when none is given

@@ -10,10 +10,18 @@ from __future__ import annotations
 
 from typing import Any
 
+import pykka
 import structlog
 import tornado.websocket
 
-from chalie.actors.messages import ActionRequest, Deliver, FrameRejected, Steer, UserMessage
+from chalie.actors.messages import (
+    ActionRequest,
+    Deliver,
+    FrameRejected,
+    PersonConnected,
+    Steer,
+    UserMessage,
+)
 from chalie.config import CHANNEL_RE
 from chalie.edge.auth import COOKIE
 from chalie.edge.context import EdgeContext
@@ -42,6 +50,9 @@ class ChatSocket(tornado.websocket.WebSocketHandler):
         self.ctx = ctx
         self.channel = "main"
         self.sent_seq = 0  # highest seq this socket has been sent
+        # Until the socket's first resume: the seq of the first live frame it was sent (0: none
+        # yet); None once it has resumed.
+        self.first_live: int | None = 0
         self.missed_pongs = 0
 
     async def get(self, *args: Any, **kwargs: Any) -> None:
@@ -62,6 +73,13 @@ class ChatSocket(tornado.websocket.WebSocketHandler):
         self.ctx.hub.register(self.channel, self)
         self.ctx.metrics.ws_connections.inc()
         log.info("ws_open", channel=self.channel)
+        # The person is here: proactive messages that waited out quiet hours go out now.
+        dmn = self.ctx.directory.get("dmn")
+        if dmn is not None:
+            try:
+                dmn.tell(PersonConnected(self.channel))
+            except pykka.ActorDeadError:
+                pass  # restarting: it delivers what waits when it starts
 
     def on_close(self) -> None:
         self.ctx.hub.unregister(self.channel, self)
@@ -73,6 +91,8 @@ class ChatSocket(tornado.websocket.WebSocketHandler):
     def send_frame(self, seq: int, frame: str, *, again: bool = False) -> None:
         if seq <= self.sent_seq and not again:
             return  # already sent by a resume replay
+        if self.first_live == 0:
+            self.first_live = seq
         self.sent_seq = max(seq, self.sent_seq)
         self._write(frame)
 
@@ -140,10 +160,17 @@ class ChatSocket(tornado.websocket.WebSocketHandler):
         last_seq beyond the log (a client of a wiped server) counts as the log's end, so the
         socket still gets every frame from now on."""
         conn = self.ctx.read()
+        # Live frames pushed between the connect and the first resume went out already (a run
+        # of seqs, first_live to sent_seq): the replay does not send them twice.
+        live = range(self.first_live, self.sent_seq + 1) if self.first_live else range(0)
         self.sent_seq = min(last_seq, last_seq_of(conn, self.channel))
+        self.first_live = None
         replayed = events_after(conn, self.channel, last_seq)
         log.info("ws_resume", channel=self.channel, last_seq=last_seq, frames=len(replayed))
         for seq, frame in replayed:
+            if seq in live:
+                self.sent_seq = max(seq, self.sent_seq)
+                continue
             self.send_frame(seq, frame)
 
     def _reject(self, reason: str) -> None:

@@ -146,6 +146,23 @@ def build(
     )
 
 
+def identity_text(conn: apsw.Connection, prompts: Prompts) -> str:
+    """Who the person is (name, traits, preferences), as the identity section shows it, for a
+    prompt with no budget to fit (the DMN's)."""
+    redact = Redactor(mq.forgotten(conn))
+    lines = [redact(_identity_line(prompts, item), item.created_at)
+             for item in _identity(mq.identity_items(conn), ())]
+    return "\n".join(lines)
+
+
+def world_text(prompts: Prompts, world: Sequence[Salient]) -> str:
+    """The fenced world-state section for these signals; "" when there are none."""
+    if not world:
+        return ""
+    return prompts.fragment("world_state", items="\n".join(_world_line(prompts, s)
+                                                            for s in world))
+
+
 def _identity(stored: list[Item], pending: Sequence[RememberFact]) -> list[Item]:
     """Stored traits and preferences, with this turn's own (not yet stored) in front."""
     fresh = [Item(mkey(Kind.KNOWLEDGE, 0), "knowledge", 0, knowledge_text(p.key, p.value),

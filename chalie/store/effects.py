@@ -35,5 +35,47 @@ class Recalled(msgspec.Struct, frozen=True, tag=True):
     mkeys: tuple[int, ...]
 
 
-Effect = RememberFact | ForgetFact | Recalled
+class CreateSchedule(msgspec.Struct, frozen=True, tag=True):
+    """A scheduled prompt the `schedule` tool made (already checked); `source` tool or dmn."""
+
+    id: str
+    prompt: str
+    timezone: str
+    next_run: float
+    at: float | None = None
+    cron: str | None = None
+    source: Literal["tool", "dmn"] = "tool"
+
+
+class CancelSchedule(msgspec.Struct, frozen=True, tag=True):
+    id: str
+
+
+class StartGoal(msgspec.Struct, frozen=True, tag=True):
+    """A goal the `goal` tool started; its actor starts once the turn is stored."""
+
+    id: str
+    goal: str
+    source: Literal["tool", "dmn"] = "tool"
+
+
+class CancelGoal(msgspec.Struct, frozen=True, tag=True):
+    id: str
+
+
+class OpenLoop(msgspec.Struct, frozen=True, tag=True):
+    """Something to raise with the person later (the DMN's SEED_THREAD)."""
+
+    text: str
+    source: str = "tool"
+
+
+class CloseLoop(msgspec.Struct, frozen=True, tag=True):
+    loop_id: int
+
+
+Effect = (
+    RememberFact | ForgetFact | Recalled | CreateSchedule | CancelSchedule | StartGoal
+    | CancelGoal | OpenLoop | CloseLoop
+)
 FactEffect = RememberFact | ForgetFact

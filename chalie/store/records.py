@@ -40,8 +40,8 @@ class StoredCompaction(msgspec.Struct, frozen=True):
 
 class TurnRecord(msgspec.Struct, frozen=True):
     """A turn as stored. A user turn puts the person's message and the answer in its channel's
-    transcript; a background path's turn (`path` dmn, scheduled, goal) puts only `said` there,
-    as the assistant's line: the message the person got, if one was delivered."""
+    transcript; a background path's turn (`path` dmn, scheduled, goal) puts nothing there
+    itself: the message the person gets, when one is delivered, enters the transcript then."""
 
     id: str
     channel: str
@@ -63,4 +63,3 @@ class TurnRecord(msgspec.Struct, frozen=True):
     compactions: tuple[StoredCompaction, ...] = ()
     snapshots: tuple[SnapshotRow, ...] = ()
     path: str = "user"
-    said: str | None = None

@@ -12,7 +12,15 @@ from typing import Any
 
 from chalie.llm.types import ToolSpec
 from chalie.memory.keys import MAX_KEY_CHARS, normalise_key
-from chalie.store.effects import Effect, FactEffect, ForgetFact, RememberFact
+from chalie.store import proactive_rows
+from chalie.store.effects import (
+    CloseLoop,
+    Effect,
+    FactEffect,
+    ForgetFact,
+    OpenLoop,
+    RememberFact,
+)
 from chalie.store.queries import current_value, facts_matching, has_current_fact
 from chalie.tools.base import Danger, ToolContext, ToolOutcome, tool_description, tool_error
 
@@ -34,12 +42,14 @@ class MemoryTool:
         parameters={
             "type": "object",
             "properties": {
-                "action": {"type": "string", "enum": ["remember", "recall"]},
+                "action": {"type": "string",
+                           "enum": ["remember", "recall", "open_loop", "close_loop"]},
                 "key": {"type": "string", "description": "remember: short name of the fact"},
                 "value": {"type": "string", "description": "remember: the fact itself"},
                 "kind": {"type": "string", "enum": list(KINDS),
                          "description": "remember: fact (default), trait or preference"},
                 "query": {"type": "string", "description": "recall: words to look for"},
+                "loop_id": {"type": "integer"},
             },
             "required": ["action"],
         },
@@ -51,7 +61,33 @@ class MemoryTool:
             return self._remember(args, ctx)
         if action == "recall":
             return self._recall(args, ctx)
-        return tool_error(f"action must be 'remember' or 'recall', got {action!r}")
+        if action == "open_loop":
+            return self._open_loop(args, ctx)
+        if action == "close_loop":
+            return self._close_loop(args, ctx)
+        return tool_error("action must be remember, recall, open_loop or close_loop, got "
+                          f"{action!r}")
+
+    @staticmethod
+    def _open_loop(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
+        """Something to raise with the person later (a thread to pick up)."""
+        value = args.get("value")
+        if not isinstance(value, str) or not value.strip():
+            return tool_error("open_loop needs a non-empty string `value`: what to raise later")
+        if len(value) > MAX_VALUE:
+            return tool_error(f"value is limited to {MAX_VALUE} characters")
+        text = " ".join(value.split())
+        return ToolOutcome(text=f"open loop noted: {text}",
+                           effects=(OpenLoop(text, source=ctx.path),))
+
+    @staticmethod
+    def _close_loop(args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
+        loop_id = args.get("loop_id")
+        if isinstance(loop_id, bool) or not isinstance(loop_id, int):
+            return tool_error("close_loop needs the integer `loop_id` of an open loop")
+        if not proactive_rows.is_open(ctx.read(), loop_id):
+            return tool_error(f"no open loop {loop_id}")
+        return ToolOutcome(text=f"closed loop {loop_id}", effects=(CloseLoop(loop_id),))
 
     def _remember(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
         key, value, kind = args.get("key"), args.get("value"), args.get("kind", "fact")

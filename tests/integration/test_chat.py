@@ -62,7 +62,8 @@ def test_the_llm_sees_one_user_message_with_the_tool_trail(
     first, second = llm.requests
     assert [m["role"] for m in first["messages"]] == ["system", "user"]
     assert "My favourite colour is teal" in first["messages"][1]["content"]
-    assert [t["function"]["name"] for t in first["tools"]] == ["memory", "recall", "forget"]
+    assert [t["function"]["name"] for t in first["tools"]] == ["memory", "recall", "forget",
+                                                              "schedule", "goal"]
     assert "remembered favorite color: teal" in second["messages"][1]["content"]
 
 

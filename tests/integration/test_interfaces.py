@@ -36,7 +36,7 @@ from tests.integration.stub_interface import (
 )
 
 HEALTH_FAST = {"health_interval_s": 0.2, "health_failures": 3, "health_timeout_s": 1.0}
-INNATE = ("memory", "recall", "forget")
+INNATE = ("memory", "recall", "forget", "schedule", "goal")
 
 
 

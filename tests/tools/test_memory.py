@@ -53,8 +53,9 @@ def test_remember_returns_the_fact_as_an_effect_with_a_normalised_key(
 
 @pytest.mark.parametrize(
     ("args", "complaint"),
-    [({}, "action must be 'remember' or 'recall', got None"),
-     ({"action": "forget"}, "action must be 'remember' or 'recall', got 'forget'"),
+    [({}, "action must be remember, recall, open_loop or close_loop, got None"),
+     ({"action": "forget"},
+      "action must be remember, recall, open_loop or close_loop, got 'forget'"),
      ({"action": "remember", "value": "green"}, "non-empty string `key`"),
      ({"action": "remember", "key": "   ", "value": "green"}, "non-empty string `key`"),
      ({"action": "remember", "key": "colour", "value": 5}, "non-empty string `value`"),

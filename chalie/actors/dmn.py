@@ -1,0 +1,324 @@
+"""Dmn: the default mode network. Chalie thinks on its own while the person is away.
+
+Two triggers. `idle`: once per idle period, when the person has sent nothing for `dmn.idle_s`
+(any chat or action of theirs starts a new period: the Sessions tell PersonActive). `cadence`:
+every `dmn.cadence_s`. The first trigger comes `dmn.boot_delay_s` after start (idle if an idle
+period is due, else cadence). Before any LLM call, a trigger reads what it would think about
+(chalie/background/drift.py): when nothing (episode, signal, goal state, open loop) changed
+since the last thought, it makes no call at all and counts a skip; when the dmn path has used
+its budget, likewise.
+
+Otherwise it runs the ACT loop (prompts/dmn.md, at most `dmn.max_iterations` calls and
+`dmn.timeout_s`), with only the drift engine's tools: `memory` (reflect; plant an open loop),
+`recall`, `schedule` (a reminder to raise something later) and `goal` (plan). Its answer is the
+no-action token (a silent exit) or a message for the person, which Attention sends, defers
+(quiet hours) or suppresses (the daily cap); a sent one is a `notification` frame logged in the
+person's channel, and the assistant's line in its transcript.
+
+The Dmn also owns delivery of the deferred queue: when quiet hours end, and when the person
+connects (PersonConnected), whichever is first; messages older than `dmn.deferred_max_age_s`
+are dropped, counted.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+import structlog
+
+from chalie.actors.driver import Ending
+from chalie.actors.messages import (
+    ApplyOps,
+    LlmFailed,
+    LlmReturned,
+    OpsApplied,
+    PersonActive,
+    PersonConnected,
+    ToolReturned,
+    TurnDeadline,
+    TurnStored,
+    TurnStoreFailed,
+)
+from chalie.actors.path import PathActor, PathDeps
+from chalie.actors.supervisor import Link
+from chalie.background import drift
+from chalie.background.drift import Inputs
+from chalie.clock import Timer
+from chalie.config import DmnConfig
+from chalie.store import proactive_rows
+from chalie.store.background_ops import DeliverDeferred, DmnRun, Op, Proactive
+from chalie.store.proactive_rows import ProactiveRow
+from chalie.tools.view import ToolView
+
+log = structlog.get_logger("chalie.dmn")
+
+TOOLS = ("memory", "recall", "schedule", "goal")
+
+
+class _Due(msgspec.Struct, frozen=True, tag=True):
+    """The Dmn's own: a trigger's time came (boot, idle or cadence)."""
+
+    trigger: str
+
+
+class _QuietOver(msgspec.Struct, frozen=True, tag=True):
+    """The Dmn's own: quiet hours ended; deliver what waited."""
+
+
+class _InputsRead(msgspec.Struct, frozen=True, tag=True):
+    trigger: str
+    at: float
+    inputs: Inputs
+
+
+class _InputsFailed(msgspec.Struct, frozen=True, tag=True):
+    trigger: str
+    error: str
+
+
+class Dmn(PathActor):
+    path = "dmn"
+
+    def __init__(self, link: Link | None, *, deps: PathDeps, config: DmnConfig) -> None:
+        super().__init__(link, deps=deps, tools=ToolView(deps.catalog, allow=TOOLS))
+        self._config = config
+        self._booted = False
+        self._last_active = deps.clock.time()  # wall clock; the store says better at start
+        self._idle_fired_for: float | None = None  # the activity whose idle period fired
+        self._last_fingerprint: str | None = None
+        self._busy: str | None = None  # the trigger being handled
+        self._storing: str | None = None
+        self._timers: dict[str, Timer] = {}
+        self._deferred_waiting = False
+
+    def started(self) -> None:
+        d, config = self._deps, self._config
+        conn = d.read()
+        active = proactive_rows.last_person_activity(conn)
+        if active is not None:
+            self._last_active = active
+            idle_run = proactive_rows.last_run(conn, "idle")
+            if idle_run is not None and idle_run >= active:
+                self._idle_fired_for = active
+        thought = proactive_rows.last_thought(conn)
+        self._last_fingerprint = thought[1] if thought else None
+        self._deferred_waiting = bool(proactive_rows.deferred(conn, d.channel))
+        log.info("dmn_started", enabled=config.enabled, boot_in_s=config.boot_delay_s,
+                 quiet=d.attention.quiet.is_quiet(d.clock.time()),
+                 deferred_waiting=self._deferred_waiting)
+        self._after("boot", config.boot_delay_s, _Due("boot"))
+        self._quiet_watch()
+
+    def on_stop(self) -> None:
+        for timer in self._timers.values():
+            timer.cancel()
+
+    def on_receive(self, message: Any) -> Any:
+        with structlog.contextvars.bound_contextvars(actor="dmn"):
+            self._dispatch(message)
+
+    def _dispatch(self, message: Any) -> None:
+        match message:
+            case _Due(trigger=trigger):
+                self._timers.pop(trigger, None)
+                self._due(trigger)
+            case PersonActive(at=at):
+                self._person_active(at)
+            case PersonConnected(channel=channel) if channel == self._deps.channel:
+                self._deliver("connected")
+            case PersonConnected():
+                pass
+            case _QuietOver():
+                self._timers.pop("quiet", None)
+                self._deliver("quiet_hours_over")
+                self._quiet_watch()
+            case _InputsRead():
+                self._think(message)
+            case _InputsFailed(trigger=trigger, error=error):
+                log.error("dmn_inputs_failed", trigger=trigger, error=error)
+                self._busy = None
+            case OpsApplied(error=error):
+                if error is not None:
+                    log.warning("dmn_write_not_stored", error=error)
+            case TurnStored(turn_id=tid) | TurnStoreFailed(turn_id=tid) if tid == self._storing:
+                self._storing = None
+                self._busy = None
+                if isinstance(message, TurnStoreFailed):
+                    log.warning("dmn_thought_not_stored", error=message.error)
+            case _ if self._driver.handle(message):
+                pass
+            case LlmReturned() | LlmFailed() | ToolReturned() | TurnDeadline() | TurnStored() | \
+                    TurnStoreFailed():
+                log.debug("stale_message_dropped", message=type(message).__name__)
+            case _:
+                log.warning("unexpected_message", message=type(message).__name__)
+
+    # -- triggers --
+
+    def _due(self, trigger: str) -> None:
+        d, config = self._deps, self._config
+        now = d.clock.time()
+        if trigger == "boot":
+            self._booted = True
+            self._after("cadence", config.cadence_s, _Due("cadence"))
+            trigger = "idle" if self._idle_due(now) else "cadence"
+            self._arm_idle()
+        elif trigger == "cadence":
+            self._after("cadence", config.cadence_s, _Due("cadence"))
+        elif trigger == "idle" and not self._idle_due(now):
+            self._arm_idle()  # the person came back meanwhile
+            return
+        if trigger == "idle":
+            self._idle_fired_for = self._last_active
+        self._fire(trigger, now)
+
+    def _idle_due(self, now: float) -> bool:
+        return self._idle_fired_for != self._last_active and \
+            now - self._last_active >= self._config.idle_s
+
+    def _person_active(self, at: float) -> None:
+        if at < self._last_active:
+            return
+        self._last_active = at
+        self._idle_fired_for = None
+        if self._booted:
+            self._arm_idle()
+
+    def _arm_idle(self) -> None:
+        """The idle trigger waits idle_s after the person's last activity, once per period."""
+        timer = self._timers.pop("idle", None)
+        if timer is not None:
+            timer.cancel()
+        if self._idle_fired_for == self._last_active:
+            return  # this period's idle thought is had
+        wait = self._last_active + self._config.idle_s - self._deps.clock.time()
+        self._after("idle", max(0.0, wait), _Due("idle"))
+
+    def _fire(self, trigger: str, now: float) -> None:
+        d = self._deps
+        if not self._config.enabled:
+            return
+        if self._busy is not None:
+            log.info("dmn_trigger_skipped", trigger=trigger, reason="busy", running=self._busy)
+            d.metrics.dmn_triggers.labels(trigger=trigger, result="busy").inc()
+            return
+        if not d.governor.has_room(self.path):
+            self._skipped(trigger, now, "budget", self._last_fingerprint or "")
+            return
+        self._busy = trigger
+        world = d.world
+        channel = d.channel
+
+        def job() -> Any:
+            try:
+                inputs = drift.read(d.read(), d.prompts, trigger=trigger, channel=channel,
+                                    now=now, signals=world.signals if world else (),
+                                    world=world.top() if world else [])
+            except Exception as e:  # a broken read must not leave the Dmn busy for good
+                log.exception("dmn_inputs_failed")
+                return _InputsFailed(trigger, repr(e))
+            return _InputsRead(trigger, now, inputs)
+
+        self._work.submit(job, turn_id=f"dmn-{trigger}", reply=self.tell_self)
+
+    def _skipped(self, trigger: str, at: float, reason: str, fingerprint: str) -> None:
+        d = self._deps
+        log.info("dmn_trigger_skipped", trigger=trigger, reason=reason)
+        d.metrics.dmn_triggers.labels(trigger=trigger, result=reason).inc()
+        d.metrics.proactive_suppressed.labels(reason=reason).inc()
+        self._to_writer(ApplyOps((DmnRun(trigger, at, reason, fingerprint),), reply_to="dmn",
+                                 tag="skip"))
+
+    def _think(self, read: _InputsRead) -> None:
+        d, config = self._deps, self._config
+        inputs, trigger = read.inputs, read.trigger
+        if inputs.empty or inputs.fingerprint == self._last_fingerprint:
+            self._busy = None
+            self._skipped(trigger, read.at, "nothing_new", inputs.fingerprint)
+            return
+        self._last_fingerprint = inputs.fingerprint
+        f = d.prompts.fragment
+        since = datetime.fromtimestamp(self._last_active, UTC).strftime("%Y-%m-%d %H:%M UTC")
+        turn = self.new_turn(
+            text=f"[dmn] {trigger}", template="dmn",
+            extra={"loops": inputs.loops, "goals": inputs.goals, "nothing": drift.NO_ACTION,
+                   "trigger": f("dmn_idle", since=since) if trigger == "idle"
+                   else f("dmn_cadence")},
+            max_iterations=config.max_iterations, timeout_s=config.timeout_s,
+            request=read,
+        )
+        turn.loop.use_context(identity=inputs.identity, state=inputs.state,
+                              memory=inputs.episodes, history=inputs.history,
+                              tools=self._tools.specs(), world=inputs.world)
+        log.info("dmn_thinking", trigger=trigger, turn_id=turn.id,
+                 fingerprint=inputs.fingerprint)
+        d.metrics.dmn_triggers.labels(trigger=trigger, result="ran").inc()
+        self._driver.begin(turn)
+        self._driver.ask()
+
+    def turn_ended(self, ending: Ending) -> None:
+        d = self._deps
+        read: _InputsRead = ending.turn.request
+        ops: list[Op] = []
+        if ending.paused:
+            result = "budget"
+            d.metrics.proactive_suppressed.labels(reason="budget").inc()
+        elif ending.outcome == "answered" and ending.text is not None:
+            if drift.is_no_action(ending.text):
+                result = "nothing"
+                d.metrics.proactive_suppressed.labels(reason="no_action").inc()
+            else:
+                status, reason = d.attention.decide(capped=True)
+                result = status
+                ops.append(Proactive(ProactiveRow(
+                    path="dmn", channel=d.channel, content=ending.text, status=status,
+                    capped=True, composed_at=d.clock.time(), reason=reason)))
+                if status == "suppressed":
+                    d.metrics.proactive_suppressed.labels(reason=reason or "cap").inc()
+                else:
+                    d.metrics.proactive.labels(path="dmn", result=status).inc()
+                if status == "deferred":
+                    d.metrics.proactive_suppressed.labels(reason="quiet_hours").inc()
+        else:
+            result = "error"
+        log.info("dmn_thought", trigger=read.trigger, result=result, outcome=ending.outcome,
+                 error=ending.error)
+        ops.append(DmnRun(read.trigger, read.at, result, read.inputs.fingerprint))
+        self._storing = ending.turn.id
+        self.commit(ending, tuple(ops), reply_to="dmn")
+        if result == "deferred":  # after the commit: the writer stores the message first
+            self._deferred_waiting = True
+            self._quiet_watch()
+
+    # -- the deferred queue --
+
+    def _quiet_watch(self) -> None:
+        """While it is quiet, wake when quiet hours end; when it is not, deliver what waits."""
+        d = self._deps
+        if "quiet" in self._timers:
+            return
+        now = d.clock.time()
+        ends = d.attention.quiet.ends_at(now)
+        if not d.attention.quiet.is_quiet(now):
+            self._deliver("not_quiet")
+        elif ends is not None:
+            self._after("quiet", ends - now, _QuietOver())
+
+    def _deliver(self, why: str) -> None:
+        if not self._deferred_waiting:
+            return
+        self._deferred_waiting = False
+        log.info("deferred_delivery", why=why)
+        self._to_writer(ApplyOps((DeliverDeferred(self._deps.channel,
+                                                  self._config.deferred_max_age_s),),
+                                 reply_to="dmn", tag="deliver"))
+
+    # -- plumbing --
+
+    def _after(self, name: str, delay: float, message: Any) -> None:
+        old = self._timers.pop(name, None)
+        if old is not None:
+            old.cancel()
+        self._timers[name] = self._deps.clock.call_later(delay, lambda: self.tell_self(message))

@@ -1,0 +1,177 @@
+"""What the background paths' actors (the DMN, the Scheduler, each Goal) share.
+
+Each hosts one TurnDriver with an unattended, governed Policy: nobody watches its turns (no
+status or narration frames, no approvals, so `confirm` tools are neither offered nor run), and
+every LLM request first asks the spending governor for room. Its turns are stored with
+`path` set, on the person's channel, with no transcript lines of their own: what the person is
+told enters the transcript when it is delivered (chalie/store/background_ops.py).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import apsw
+import pykka
+import structlog
+
+from chalie.act.budget import PromptBudget
+from chalie.act.loop import ActLoop
+from chalie.act.prompts import Prompts
+from chalie.actors.driver import DriverDeps, Ending, Policy, TurnDriver
+from chalie.actors.messages import CommitTurn, ContextReady
+from chalie.actors.supervisor import Directory, Link, SupervisedActor
+from chalie.actors.turn import Turn, turn_record
+from chalie.actors.work import Work
+from chalie.background.attention import Attention
+from chalie.background.governor import Governor
+from chalie.clock import Clock
+from chalie.config import ActConfig, LlmConfig
+from chalie.frames import Frame
+from chalie.llm.types import LlmProvider
+from chalie.memory import context
+from chalie.memory.context import ContextSettings, TurnContext
+from chalie.memory.recall import Recall
+from chalie.metrics import Metrics
+from chalie.store.background_ops import Op
+from chalie.store.records import TurnRecord
+from chalie.tools.base import ToolSource
+from chalie.world.signals import WorldBoard
+
+log = structlog.get_logger("chalie.paths")
+
+
+@dataclass(frozen=True)
+class PathDeps:
+    """Everything a background path's actor needs from outside."""
+
+    provider: LlmProvider
+    prompts: Prompts
+    llm: LlmConfig
+    act: ActConfig
+    read: Callable[[], apsw.Connection]
+    clock: Clock
+    pool: Executor  # the background loops' own pool: user turns keep theirs
+    directory: Directory
+    metrics: Metrics
+    catalog: ToolSource
+    context: ContextSettings
+    governor: Governor
+    attention: Attention
+    channel: str  # the person's channel: proactive messages, `task` frames (dmn.channel)
+    recall: Recall | None = None
+    world: WorldBoard | None = None
+
+
+class PathActor(SupervisedActor):
+    """A background path's actor, host of its TurnDriver."""
+
+    path: str = ""
+
+    def __init__(self, link: Link | None, *, deps: PathDeps, tools: ToolSource) -> None:
+        super().__init__(link)
+        self._deps = deps
+        self._tools = tools
+        self._work = Work(deps.pool, deps.provider, deps.metrics, path=self.path,
+                          governor=deps.governor)
+        self._driver = TurnDriver(
+            host=self, policy=Policy(self.path, attended=False, governed=True),
+            deps=DriverDeps(
+                work=self._work, tools=tools, clock=deps.clock, read=deps.read,
+                channel=deps.channel, request_timeout_s=deps.llm.request_timeout_s,
+                approval_timeout_s=deps.act.approval_timeout_s, recall=deps.recall,
+                governor=deps.governor,
+            ))
+
+    # -- a turn --
+
+    def new_turn(self, *, text: str, template: str, extra: dict[str, str], max_iterations: int,
+                 timeout_s: float, request: Any = None, history_channel: str | None = None,
+                 state: str = "") -> Turn:
+        """A turn of this path (not begun): `text` is what it works on (stored as the turn's
+        text and used to recall), rendered into `template` with `extra`."""
+        d = self._deps
+        now = datetime.fromtimestamp(d.clock.time(), UTC).strftime("%Y-%m-%d %H:%M UTC")
+        loop = ActLoop(
+            prompts=d.prompts, user_text=text, history=(), tools=self._tools.specs(),
+            max_iterations=max_iterations, max_result_chars=d.act.max_tool_result_chars,
+            now_text=now, template=template, extra=extra, state=state,
+        )
+        return Turn(
+            id=uuid.uuid4().hex, loop=loop,
+            budget=PromptBudget(d.llm.context_window, d.act.compaction_threshold),
+            started_at=d.clock.time(), received_at=d.clock.monotonic(), timeout_s=timeout_s,
+            source=self.path, request=request,
+        )
+
+    def gather_context(self, turn: Turn, channel: str) -> None:
+        """Identity, the channel's Current State and history, what recall finds for the turn's
+        text, world state and the tools, fitted to the budget, on the pool; ContextReady comes
+        back, and `use_context` starts the loop."""
+        d = self._deps
+        turn.phase = "context"
+        turn_id, text, system = turn.id, turn.user_text, turn.loop.system
+        tools = self._tools.specs()
+        world = d.world.top() if d.world is not None else []
+        recall = d.recall
+
+        def job() -> Any:
+            if recall is None:
+                raise RuntimeError("recall is not set up")
+            built = context.build(d.read(), channel=channel, text=text, recall=recall,
+                                  prompts=d.prompts, system=system, tools=tools,
+                                  settings=d.context, world=world)
+            return ContextReady(turn_id, built)
+
+        self._work.submit(job, turn_id=turn_id, reply=self.tell_self)
+
+    def use_context(self, ctx: TurnContext) -> None:
+        turn = self._driver.turn
+        assert turn is not None
+        turn.loop.use_context(identity=ctx.identity, state=ctx.state, memory=ctx.memory,
+                              history=ctx.history, tools=ctx.tools, world=ctx.world)
+        turn.history_upto = ctx.history_upto
+        turn.recalled = ctx.recalled
+        self._driver.ask()
+
+    def record(self, ending: Ending, *, outcome: str | None = None,
+               error: str | None = None) -> TurnRecord:
+        """The ended turn as the store keeps it, on the person's channel."""
+        d = self._deps
+        return turn_record(ending.turn, d.channel, outcome or ending.outcome,  # type: ignore[arg-type]
+                           ending.elapsed, d.clock.time(), text=ending.text,
+                           error=error if error is not None else ending.error, path=self.path)
+
+    def commit(self, ending: Ending, extras: tuple[Op, ...], *, reply_to: str,
+               record: TurnRecord | None = None) -> None:
+        """Store the ended turn with this path's own writes, in one transaction."""
+        self._to_writer(CommitTurn(record or self.record(ending), (), ending.turn.received_at,
+                                   extras=extras, reply_to=reply_to))
+
+    # -- the driver's host --
+
+    def show(self, *frames: Frame) -> None:
+        """Nobody watches a background turn: no status, narration or cards."""
+
+    def state_written(self, turn: Turn, summary: str) -> None:
+        """A background loop's compaction restart stays in the loop: it has no channel of its
+        own whose Current State it could replace."""
+
+    def tell_self(self, message: Any) -> None:
+        try:
+            self.actor_ref.tell(message)
+        except pykka.ActorDeadError:
+            pass  # stopped or replaced: the store has what matters
+
+    def turn_ended(self, ending: Ending) -> None:
+        raise NotImplementedError
+
+    # -- plumbing --
+
+    def _to_writer(self, message: Any) -> None:
+        self._deps.directory.tell("store_writer", message)

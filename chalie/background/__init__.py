@@ -1,0 +1,1 @@
+"""The background paths' pure core: budgets, attention, schedules, plans, the DMN's inputs."""

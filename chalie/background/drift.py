@@ -1,0 +1,137 @@
+"""What the DMN thinks about, read from the store, and whether any of it is new.
+
+An `idle` trigger looks at the recent weighty episodes; a `cadence` trigger at the top episodes,
+the open loops, the goals and world state. Both see who the person is, the Current State and
+the last lines of their conversation. No recall runs before the DMN's loop: it has its tools.
+
+The fingerprint sums up everything a trigger could think about: how many episodes there are
+and the newest, the newest signal in world state, every goal's state, the open loops. When it
+is the same as at the DMN's last thought, nothing changed, and the trigger makes no LLM call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import apsw
+import msgspec
+
+from chalie.act.prompts import Prompts
+from chalie.memory.context import identity_text, world_text
+from chalie.memory.redact import Redactor
+from chalie.store import goal_rows, memory_queries, proactive_rows, queries
+from chalie.world.signals import Salient, Signal
+
+NO_ACTION = "NOTHING"  # the DMN's answer for "no message": prompts/dmn.md says so
+EPISODES = 8
+IDLE_LOOKBACK_S = 7 * 86_400.0
+RECENCY_DAYS = 30.0  # a cadence trigger weighs an episode this many days old half as much
+LOOPS = 10
+GOALS = 10
+HISTORY_LINES = 10
+TEXT_CHARS = 400
+_decode_list = msgspec.json.Decoder(list[str]).decode
+
+
+class Inputs(msgspec.Struct, frozen=True):
+    """A trigger's material, rendered for prompts/dmn.md, and its fingerprint."""
+
+    fingerprint: str
+    empty: bool  # nothing at all to think about
+    identity: str
+    state: str
+    world: str
+    history: tuple[queries.HistoryLine, ...]
+    episodes: str
+    loops: str
+    goals: str
+
+
+def read(conn: apsw.Connection, prompts: Prompts, *, trigger: str, channel: str, now: float,
+         signals: Sequence[Signal], world: Sequence[Salient]) -> Inputs:
+    """Everything a trigger needs, in one read. `signals`: world state as held now; `world`:
+    its most salient few, for the prompt."""
+    f = prompts.fragment
+    redact = Redactor(memory_queries.forgotten(conn))
+    count, newest = _episode_marks(conn)
+    loops = proactive_rows.open_loops(conn, LOOPS)
+    goals = goal_rows.listing(conn, state=None, limit=GOALS, offset=0)
+    active_goals = [g for g in goals if g.state in goal_rows.ACTIVE]
+    newest_signal = max((s.received_at for s in signals), default=0.0)
+    marks = (f"episodes {count}/{newest}|signal {newest_signal:.6f}|goals "
+             f"{goal_rows.fingerprint(conn, now)}|loops {[i for i, _, _ in loops]}")
+    fingerprint = hashlib.sha256(marks.encode()).hexdigest()[:16]
+    episodes = _episodes(conn, trigger, now)
+    episode_loops = [loop for row in episodes for loop in row[3]] if trigger == "cadence" else []
+    checkpoint = queries.latest_checkpoint(conn, channel)
+    history = queries.recent_transcript(
+        conn, channel, HISTORY_LINES, after_id=checkpoint.upto_transcript_id if checkpoint else 0)
+    loop_lines = [f("dmn_loop", id=str(i), date=_date(at), text=_clip(redact(t, at)))
+                  for i, t, at in loops]
+    loop_lines += [f("dmn_episode_loop", text=_clip(redact(t))) for t in episode_loops]
+    goal_lines = [f("dmn_goal", id=g.id, state=g.state, goal=_clip(g.goal))
+                  for g in (goals if trigger == "cadence" else active_goals)]
+    return Inputs(
+        fingerprint=fingerprint,
+        empty=count == 0 and not loops and not goals and not signals,
+        identity=identity_text(conn, prompts),
+        state=redact(checkpoint.text, checkpoint.created_at) if checkpoint else "",
+        world=world_text(prompts, world) if trigger == "cadence" else "",
+        history=tuple(msgspec.structs.replace(h, text=redact(h.text, h.created_at))
+                      for h in history),
+        episodes="\n".join(f("memory_episode", date=_date(at), text=_clip(redact(text, at)))
+                           for text, at, _, _ in episodes),
+        loops="\n".join(loop_lines) or f("dmn_none"),
+        goals="\n".join(goal_lines) or f("dmn_none"),
+    )
+
+
+def is_no_action(text: str) -> bool:
+    """The DMN's answer says NOTHING: empty, or the token first (in capitals), alone or
+    followed by punctuation or a reason."""
+    cleaned = text.strip().strip("`*_\"'“”").strip()
+    if not cleaned:
+        return True
+    head = cleaned.split(None, 1)[0].strip(".,:;!-—`*_\"'")
+    return head == NO_ACTION
+
+
+def _episode_marks(conn: apsw.Connection) -> tuple[int, int]:
+    row = conn.execute("SELECT count(*), coalesce(max(id), 0) FROM episodes").fetchone()
+    return (int(row[0]), int(row[1])) if row else (0, 0)
+
+
+def _episodes(conn: apsw.Connection, trigger: str,
+              now: float) -> list[tuple[str, float, float, list[str]]]:
+    """(text, happened_at, salience, open loops) of the episodes a trigger looks at: `idle`,
+    the week's most salient; `cadence`, the most salient weighed by recency."""
+    rows: list[Any]
+    if trigger == "idle":
+        rows = conn.execute(
+            "SELECT gist, outcome, happened_at, salience, open_loops FROM episodes "
+            "WHERE happened_at > ? ORDER BY salience DESC, happened_at DESC LIMIT ?",
+            (now - IDLE_LOOKBACK_S, EPISODES)).fetchall()
+    else:
+        recent: list[Any] = conn.execute(
+            "SELECT gist, outcome, happened_at, salience, open_loops FROM episodes "
+            "ORDER BY id DESC LIMIT 200").fetchall()
+        rows = sorted(recent, key=lambda r: float(r[3]) / (
+            1 + max(0.0, now - float(r[2])) / 86_400.0 / RECENCY_DAYS), reverse=True)[:EPISODES]
+    out: list[tuple[str, float, float, list[str]]] = []
+    for row in rows:
+        gist, outcome, at, salience, loops = (str(v) for v in row)
+        out.append((f"{gist} ({outcome})" if outcome else gist, float(at), float(salience),
+                    _decode_list(loops)))
+    return out
+
+
+def _date(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d")
+
+
+def _clip(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= TEXT_CHARS else text[:TEXT_CHARS].rstrip() + "…"

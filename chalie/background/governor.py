@@ -1,0 +1,143 @@
+"""The spending governor: a daily token budget per background path, over a rolling 24 hours.
+
+Every LLM call is charged to its path as it returns (`charge`). A governed path (dmn,
+scheduled, goal, encoder) whose last 24 hours of tokens reached its budget has no room until
+the oldest of those calls is 24 hours old and frees enough; `frees_at` says when. The user path
+is counted, for metrics and the dashboard, but never governed. A budget of 0 turns a path off.
+
+What was spent is read back from the store at start (turns and the spending rows of background
+jobs that are not turns), so a restart does not reset a budget. Thread-safe: workers charge,
+actors ask for room.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Iterable, Mapping
+from typing import Literal
+
+import structlog
+
+from chalie.clock import Clock
+from chalie.metrics import Metrics
+
+log = structlog.get_logger("chalie.governor")
+
+Path = Literal["user", "dmn", "scheduled", "goal", "encoder"]
+GOVERNED: tuple[Path, ...] = ("dmn", "scheduled", "goal", "encoder")
+PATHS: tuple[Path, ...] = ("user", *GOVERNED)
+WINDOW_S = 86_400.0
+
+
+class Governor:
+    def __init__(self, budgets: Mapping[str, int], clock: Clock, metrics: Metrics,
+                 spent: Iterable[tuple[str, float, int]] = ()) -> None:
+        """`budgets`: tokens per rolling day of each governed path; `spent`: (path, at, tokens)
+        of calls already made (wall-clock `at`), as stored."""
+        self._budgets: dict[str, int] = {p: int(budgets[p]) for p in GOVERNED}
+        self._clock = clock
+        self._metrics = metrics
+        self._lock = threading.Lock()
+        self._calls: dict[str, deque[tuple[float, int]]] = {p: deque() for p in PATHS}
+        self._used: dict[str, int] = dict.fromkeys(PATHS, 0)
+        self._paused: set[str] = set()
+        horizon = clock.time() - WINDOW_S
+        for path, at, tokens in sorted(spent, key=lambda s: s[1]):
+            if path in self._calls and at > horizon and tokens > 0:
+                self._calls[path].append((at, tokens))
+                self._used[path] += tokens
+        for path in GOVERNED:
+            metrics.budget_tokens.labels(path=path).set(self._budgets[path])
+            metrics.budget_used.labels(path=path).set(self._used[path])
+            metrics.budget_paused.labels(path=path).set(0)
+
+    def budget(self, path: str) -> int | None:
+        """The path's tokens per day; None for a path that is not governed (the user's)."""
+        return self._budgets.get(path)
+
+    def charge(self, path: str, tokens: int) -> None:
+        """One call of `path` used `tokens` (prompt and completion)."""
+        if tokens <= 0 or path not in self._calls:
+            return
+        now = self._clock.time()
+        with self._lock:
+            self._calls[path].append((now, tokens))
+            self._used[path] += tokens
+            used = self._expire(path, now)
+        if path in self._budgets:
+            self._metrics.budget_used.labels(path=path).set(used)
+
+    def has_room(self, path: str) -> bool:
+        """False while a governed path's last 24 hours used its budget. The first refusal of a
+        run of them is logged and counted as a pause."""
+        budget = self._budgets.get(path)
+        if budget is None:
+            return True
+        now = self._clock.time()
+        with self._lock:
+            used = self._expire(path, now)
+            room = used < budget
+            newly_paused = not room and path not in self._paused
+            resumed = room and path in self._paused
+            if newly_paused:
+                self._paused.add(path)
+            elif resumed:
+                self._paused.discard(path)
+            frees = self._frees_at(path, now) if newly_paused else None
+        self._metrics.budget_used.labels(path=path).set(used)
+        if newly_paused:
+            self._metrics.budget_paused.labels(path=path).set(1)
+            self._metrics.budget_pauses.labels(path=path).inc()
+            log.warning("budget_exhausted", path=path, used=used, budget=budget,
+                        frees_in_s=None if frees is None else round(frees - now, 1))
+        elif resumed:
+            self._metrics.budget_paused.labels(path=path).set(0)
+            log.info("budget_room_again", path=path, used=used, budget=budget)
+        return room
+
+    def frees_at(self, path: str) -> float:
+        """Wall-clock time at which a paused path has room again (now if it has room; infinity
+        for a budget of 0)."""
+        now = self._clock.time()
+        with self._lock:
+            self._expire(path, now)
+            return self._frees_at(path, now)
+
+    def used(self, path: str) -> int:
+        now = self._clock.time()
+        with self._lock:
+            return self._expire(path, now)
+
+    def report(self) -> dict[str, dict[str, object]]:
+        """Each path's tokens in the last 24 hours, its budget and, when paused, when it frees."""
+        out: dict[str, dict[str, object]] = {}
+        for path in PATHS:
+            budget = self._budgets.get(path)
+            used = self.used(path)
+            paused = budget is not None and used >= budget
+            out[path] = {"tokens_24h": used, "tokens_per_day": budget, "paused": paused,
+                         "frees_at": self.frees_at(path) if paused else None}
+        return out
+
+    # -- under the lock --
+
+    def _expire(self, path: str, now: float) -> int:
+        calls = self._calls[path]
+        horizon = now - WINDOW_S
+        while calls and calls[0][0] <= horizon:
+            self._used[path] -= calls.popleft()[1]
+        return self._used[path]
+
+    def _frees_at(self, path: str, now: float) -> float:
+        budget = self._budgets.get(path)
+        if budget is None or self._used[path] < budget:
+            return now
+        if budget == 0:
+            return float("inf")
+        used = self._used[path]
+        for at, tokens in self._calls[path]:
+            used -= tokens
+            if used < budget:
+                return at + WINDOW_S
+        return now  # not reached: the calls add up to `used`

@@ -1,0 +1,204 @@
+"""Goals in the store: the goal, its plan's steps, and what its loops used.
+
+Writes run on the StoreWriter's connection inside its transactions; reads on any reader. A
+write that finds its goal no longer running (cancelled meanwhile) raises StoreConflict, so the
+transaction that holds it (a step's turn) is rolled back rather than recording work on a goal
+the person called off.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import apsw
+import msgspec
+
+from chalie.errors import StoreConflict
+
+ACTIVE = ("pending", "planning", "running")
+STATES = ("pending", "planning", "running", "completed", "failed", "cancelled")
+_decode_ids = msgspec.json.Decoder(tuple[str, ...]).decode
+
+
+class GoalRow(msgspec.Struct, frozen=True):
+    id: str
+    goal: str
+    state: str
+    source: str
+    turn_id: str | None
+    confidence: float | None
+    result: str | None
+    error: str | None
+    iterations: int
+    elapsed_s: float
+    tokens: int
+    paused_until: float | None
+    created_at: float
+    updated_at: float
+    finished_at: float | None
+
+
+class StepRow(msgspec.Struct, frozen=True):
+    step_id: str
+    position: int
+    description: str
+    depends_on: tuple[str, ...]
+    status: str = "pending"
+    result: str | None = None
+    turn_id: str | None = None
+    attempts: int = 0
+    finished_at: float | None = None
+
+
+_GOAL = ", ".join(GoalRow.__struct_fields__)
+_STEP = ", ".join(StepRow.__struct_fields__)
+
+
+def _goal(r: Sequence[Any]) -> GoalRow:
+    return GoalRow(*r)
+
+
+def _step(r: Sequence[Any]) -> StepRow:
+    values = list(r)
+    values[3] = _decode_ids(values[3])
+    return StepRow(*values)
+
+
+# --- writes ---------------------------------------------------------------------------------
+
+def insert(conn: apsw.Connection, goal_id: str, goal: str, *, source: str,
+           turn_id: str | None, now: float) -> None:
+    conn.execute(
+        "INSERT INTO goals (id, goal, state, source, turn_id, created_at, updated_at) "
+        "VALUES (?, ?, 'pending', ?, ?, ?, ?)", (goal_id, goal, source, turn_id, now, now))
+
+
+def cancel(conn: apsw.Connection, goal_id: str, now: float) -> str | None:
+    """Cancel a goal; its state before (None: no such goal). Only an active goal changes."""
+    row = conn.execute("SELECT state FROM goals WHERE id = ?", (goal_id,)).fetchone()
+    if row is None:
+        return None
+    conn.execute(
+        "UPDATE goals SET state = 'cancelled', updated_at = ?, finished_at = ?, "
+        "paused_until = NULL WHERE id = ? AND state IN ('pending', 'planning', 'running')",
+        (now, now, goal_id))
+    conn.execute("UPDATE goal_steps SET status = 'pending' WHERE goal_id = ? AND "
+                 "status = 'running'", (goal_id,))
+    return str(row[0])
+
+
+def set_state(conn: apsw.Connection, goal_id: str, state: str, *, now: float,
+              error: str | None = None, result: str | None = None,
+              paused_until: float | None = None) -> None:
+    """Move an active goal to `state`; StoreConflict when it is no longer active."""
+    finished = now if state in ("completed", "failed", "cancelled") else None
+    conn.execute(
+        "UPDATE goals SET state = ?, error = coalesce(?, error), result = coalesce(?, result), "
+        "paused_until = ?, updated_at = ?, finished_at = ? "
+        "WHERE id = ? AND state IN ('pending', 'planning', 'running')",
+        (state, error, result, paused_until, now, finished, goal_id))
+    if conn.changes() == 0:
+        raise StoreConflict(f"goal {goal_id} is no longer active")
+
+
+def save_plan(conn: apsw.Connection, goal_id: str, steps: Sequence[StepRow], *,
+              confidence: float, now: float) -> None:
+    """The goal's plan: its steps, and the goal is running."""
+    set_state(conn, goal_id, "running", now=now)
+    conn.execute("UPDATE goals SET confidence = ? WHERE id = ?", (confidence, goal_id))
+    conn.execute("DELETE FROM goal_steps WHERE goal_id = ?", (goal_id,))
+    conn.executemany(
+        "INSERT INTO goal_steps (goal_id, step_id, position, description, depends_on, status) "
+        "VALUES (?, ?, ?, ?, ?, 'pending')",
+        [(goal_id, s.step_id, s.position, s.description,
+          msgspec.json.encode(list(s.depends_on)).decode()) for s in steps])
+
+
+def step_status(conn: apsw.Connection, goal_id: str, step_id: str, status: str, *,
+                now: float, result: str | None = None, turn_id: str | None = None,
+                attempt: bool = False) -> None:
+    """A step is running, done or failed (done and failed are final: a step done once is
+    never done again). StoreConflict when the goal is not running or the step is finished."""
+    if conn.execute("SELECT 1 FROM goals WHERE id = ? AND state = 'running'",
+                    (goal_id,)).fetchone() is None:
+        raise StoreConflict(f"goal {goal_id} is not running")
+    finished = now if status in ("done", "failed") else None
+    conn.execute(
+        "UPDATE goal_steps SET status = ?, result = coalesce(?, result), "
+        "turn_id = coalesce(?, turn_id), finished_at = ?, attempts = attempts + ? "
+        "WHERE goal_id = ? AND step_id = ? AND status NOT IN ('done', 'failed')",
+        (status, result, turn_id, finished, int(attempt), goal_id, step_id))
+    if conn.changes() == 0:
+        raise StoreConflict(f"step {step_id} of goal {goal_id} is finished already")
+    conn.execute("UPDATE goals SET updated_at = ? WHERE id = ?", (now, goal_id))
+
+
+def spent(conn: apsw.Connection, goal_id: str, *, iterations: int, elapsed_s: float,
+          tokens: int, now: float) -> None:
+    """What one of the goal's loops used; StoreConflict when the goal is not active."""
+    conn.execute(
+        "UPDATE goals SET iterations = iterations + ?, elapsed_s = elapsed_s + ?, "
+        "tokens = tokens + ?, updated_at = ? "
+        "WHERE id = ? AND state IN ('pending', 'planning', 'running')",
+        (iterations, elapsed_s, tokens, now, goal_id))
+    if conn.changes() == 0:
+        raise StoreConflict(f"goal {goal_id} is no longer active")
+
+
+def pause(conn: apsw.Connection, goal_id: str, until: float | None, now: float) -> None:
+    conn.execute("UPDATE goals SET paused_until = ?, updated_at = ? WHERE id = ? AND "
+                 "state IN ('pending', 'planning', 'running')", (until, now, goal_id))
+
+
+# --- reads ----------------------------------------------------------------------------------
+
+def get(conn: apsw.Connection, goal_id: str) -> GoalRow | None:
+    r = conn.execute(f"SELECT {_GOAL} FROM goals WHERE id = ?", (goal_id,)).fetchone()
+    return None if r is None else _goal(r)
+
+
+def steps(conn: apsw.Connection, goal_id: str) -> list[StepRow]:
+    return [_step(r) for r in conn.execute(
+        f"SELECT {_STEP} FROM goal_steps WHERE goal_id = ? ORDER BY position", (goal_id,))]
+
+
+def active_ids(conn: apsw.Connection) -> list[str]:
+    """Goals to pursue: pending, planning or running, oldest first."""
+    return [str(r[0]) for r in conn.execute(
+        "SELECT id FROM goals WHERE state IN ('pending', 'planning', 'running') "
+        "ORDER BY created_at, id")]
+
+
+def listing(conn: apsw.Connection, *, state: str | None, limit: int,
+            offset: int) -> list[GoalRow]:
+    """Goals, newest first."""
+    where, params = ("WHERE state = ?", [state]) if state else ("", [])
+    return [_goal(r) for r in conn.execute(
+        f"SELECT {_GOAL} FROM goals {where} ORDER BY created_at DESC, id LIMIT ? OFFSET ?",
+        (*params, limit, offset))]
+
+
+def counts(conn: apsw.Connection) -> dict[str, int]:
+    """Goals by state (every state, zero when none)."""
+    found = dict.fromkeys(STATES, 0)
+    for state, n in conn.execute("SELECT state, count(*) FROM goals GROUP BY state"):
+        found[str(state)] = int(n)
+    return found
+
+
+def coverage(conn: apsw.Connection, goal_id: str) -> float:
+    """The share of the goal's steps done, 0 with no plan yet."""
+    row = conn.execute(
+        "SELECT count(*), coalesce(sum(status = 'done'), 0) FROM goal_steps WHERE goal_id = ?",
+        (goal_id,)).fetchone()
+    total, done = (int(row[0]), int(row[1])) if row else (0, 0)
+    return round(done / total, 2) if total else 0.0
+
+
+def fingerprint(conn: apsw.Connection, now: float) -> list[tuple[str, str]]:
+    """(id, state) of every active goal and of every goal that changed in the last 30 days:
+    what the DMN compares to see whether a goal's state changed."""
+    return [(str(i), str(s)) for i, s in conn.execute(
+        "SELECT id, state FROM goals WHERE state IN ('pending', 'planning', 'running') "
+        "OR updated_at > ? ORDER BY id", (now - 30 * 86400,))]
