@@ -32,6 +32,10 @@ class Clock(Protocol):
         """Run `callback` on some thread after `delay` seconds, unless cancelled first."""
         ...
 
+    def call_at(self, when: float, callback: Callable[[], None]) -> Timer:
+        """Run `callback` once the wall clock (`time()`) reaches `when` (at once if it has)."""
+        ...
+
 
 class _Timer:
     __slots__ = ("cancelled",)
@@ -73,6 +77,9 @@ class SystemClock:
                 self._wake.notify()
         return timer
 
+    def call_at(self, when: float, callback: Callable[[], None]) -> Timer:
+        return self.call_later(when - time.time(), callback)
+
     def _run(self) -> None:
         while True:
             with self._wake:
@@ -112,6 +119,14 @@ class ManualClock:
         timer = _Timer()
         with self._lock:
             heapq.heappush(self._due, (self._now + delay, next(self._order), timer, callback))
+        return timer
+
+    def call_at(self, when: float, callback: Callable[[], None]) -> Timer:
+        """Due when time() reaches `when`: no race with a concurrent advance()."""
+        timer = _Timer()
+        with self._lock:
+            due = max(self._now, when - self._wall_offset)
+            heapq.heappush(self._due, (due, next(self._order), timer, callback))
         return timer
 
     def pending(self) -> int:

@@ -93,6 +93,11 @@ class Dmn(PathActor):
         self._timers: dict[str, Timer] = {}
         self._deferred_waiting = False
 
+    @property
+    def busy(self) -> str | None:
+        """The trigger being handled (its thought not stored yet), or None."""
+        return self._busy
+
     def started(self) -> None:
         d, config = self._deps, self._config
         conn = d.read()
@@ -179,8 +184,8 @@ class Dmn(PathActor):
             now - self._last_active >= self._config.idle_s
 
     def _person_active(self, at: float) -> None:
-        if at < self._last_active:
-            return
+        if at <= self._last_active:
+            return  # no later than what is known: the same period
         self._last_active = at
         self._idle_fired_for = None
         if self._booted:
@@ -193,8 +198,7 @@ class Dmn(PathActor):
             timer.cancel()
         if self._idle_fired_for == self._last_active:
             return  # this period's idle thought is had
-        wait = self._last_active + self._config.idle_s - self._deps.clock.time()
-        self._after("idle", max(0.0, wait), _Due("idle"))
+        self._at("idle", self._last_active + self._config.idle_s, _Due("idle"))
 
     def _fire(self, trigger: str, now: float) -> None:
         d = self._deps
@@ -304,7 +308,7 @@ class Dmn(PathActor):
         if not d.attention.quiet.is_quiet(now):
             self._deliver("not_quiet")
         elif ends is not None:
-            self._after("quiet", ends - now, _QuietOver())
+            self._at("quiet", ends, _QuietOver())
 
     def _deliver(self, why: str) -> None:
         if not self._deferred_waiting:
@@ -318,7 +322,11 @@ class Dmn(PathActor):
     # -- plumbing --
 
     def _after(self, name: str, delay: float, message: Any) -> None:
+        self._at(name, self._deps.clock.time() + delay, message)
+
+    def _at(self, name: str, when: float, message: Any) -> None:
+        """One timer per name, due at wall-clock `when`."""
         old = self._timers.pop(name, None)
         if old is not None:
             old.cancel()
-        self._timers[name] = self._deps.clock.call_later(delay, lambda: self.tell_self(message))
+        self._timers[name] = self._deps.clock.call_at(when, lambda: self.tell_self(message))

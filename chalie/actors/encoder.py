@@ -161,9 +161,8 @@ class Encoder(SupervisedActor):
         """The encoder's budget is used up: encode again (a sweep) once it frees room."""
         if self._budget_timer is not None or frees_at == float("inf"):
             return
-        delay = max(1.0, frees_at - self._d.clock.time())
-        self._budget_timer = self._d.clock.call_later(delay,
-                                                      lambda: self._tell_self(_BudgetRoom()))
+        self._budget_timer = self._d.clock.call_at(frees_at,
+                                                   lambda: self._tell_self(_BudgetRoom()))
 
     def _encode(self, channel: str, upto: int, encoding_id: str) -> Any:
         """On the background pool: one window, at most two LLM calls."""

@@ -323,7 +323,7 @@ class Goal(PathActor):
             ops = [spent, StepStatus(self._goal_id, step.step_id, "pending", d.channel),
                    PauseGoal(self._goal_id, None if until == float("inf") else until,
                              d.channel)]
-            self._set_timer(until - d.clock.time())
+            self._set_timer(until)
         elif ending.outcome == "answered" and ending.text:
             self._failures = 0
             result = ending.text[:RESULT_CHARS]
@@ -384,7 +384,7 @@ class Goal(PathActor):
         self._failures += 1
         log.warning("goal_retry_later", goal_id=self._goal_id, error=error, retry_in_s=delay,
                     attempt=self._failures)
-        self._set_timer(delay)
+        self._set_timer(self._deps.clock.time() + delay)
 
     def _pause(self) -> None:
         d = self._deps
@@ -393,15 +393,15 @@ class Goal(PathActor):
                     resumes_in_s=round(until - d.clock.time(), 1))
         self._ops(PauseGoal(self._goal_id, None if until == float("inf") else until,
                             d.channel))
-        self._set_timer(until - d.clock.time())
+        self._set_timer(until)
 
-    def _set_timer(self, delay: float) -> None:
+    def _set_timer(self, when: float) -> None:
+        """Go on (_Resume) once the wall clock reaches `when` (never, for infinity)."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        if delay != float("inf"):
-            self._timer = self._deps.clock.call_later(max(0.0, delay),
-                                                      lambda: self.tell_self(_Resume()))
+        if when != float("inf"):
+            self._timer = self._deps.clock.call_at(when, lambda: self.tell_self(_Resume()))
 
     # -- the store's answers --
 

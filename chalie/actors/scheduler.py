@@ -81,8 +81,7 @@ class Scheduler(PathActor):
         if missed:  # arm once they are stored, so no missed time is taken for a due one
             self._to_writer(ApplyOps(missed, reply_to="scheduler", tag="catch_up"))
         else:
-            self._ready = True
-            self._arm()
+            self._start_arming()
 
     def on_stop(self) -> None:
         for timer in (self._timer, self._pause_timer):
@@ -95,8 +94,7 @@ class Scheduler(PathActor):
                 case OpsApplied(tag="catch_up", error=error):
                     if error is not None:
                         log.error("missed_runs_not_stored", error=error)
-                    self._ready = True
-                    self._arm()
+                    self._start_arming()
                 case _Resume():
                     self._pause_timer = None
                     self._paused = False
@@ -142,6 +140,12 @@ class Scheduler(PathActor):
                             running_latest=run_latest)
         return tuple(ops)
 
+    def _start_arming(self) -> None:
+        self._ready = True
+        self._arm()
+        log.info("scheduler_ready", active=len(schedule_rows.active(self._deps.read())),
+                 due=len(self._queue) + (self._running is not None))
+
     def _arm(self) -> None:
         """Queue what is due now; set the timer for the next; run the first in the queue."""
         if not self._ready:
@@ -164,7 +168,7 @@ class Scheduler(PathActor):
             self._timer.cancel()
             self._timer = None
         if soonest is not None:
-            self._timer = d.clock.call_later(soonest - now, lambda: self.tell_self(_Tick()))
+            self._timer = d.clock.call_at(soonest, lambda: self.tell_self(_Tick()))
         self._next()
 
     def _next(self) -> None:
@@ -197,8 +201,7 @@ class Scheduler(PathActor):
             self._pause_timer.cancel()
             self._pause_timer = None
         if frees != float("inf"):
-            self._pause_timer = d.clock.call_later(max(1.0, frees - d.clock.time()),
-                                                   lambda: self.tell_self(_Resume()))
+            self._pause_timer = d.clock.call_at(frees, lambda: self.tell_self(_Resume()))
 
     # -- a run --
 

@@ -56,7 +56,7 @@ def resolve_zone(name: str) -> tuple[ZoneInfo | None, str]:
         return _local_zone()
     try:
         return ZoneInfo(name), f"time zone {name}"
-    except (ZoneInfoNotFoundError, ValueError) as e:
+    except (ZoneInfoNotFoundError, ValueError, OSError) as e:  # OSError: a folder ("Europe")
         return None, f"time zone {name!r} cannot be resolved ({type(e).__name__}: {e})"
 
 
@@ -67,7 +67,7 @@ def _local_zone() -> tuple[ZoneInfo | None, str]:
     if tz:
         try:
             return ZoneInfo(tz), f"local time zone {tz} (TZ)"
-        except (ZoneInfoNotFoundError, ValueError):
+        except (ZoneInfoNotFoundError, ValueError, OSError):
             pass
     localtime = Path("/etc/localtime")
     try:
@@ -110,10 +110,13 @@ class QuietHours:
         local = datetime.fromtimestamp(ts, self.zone)
         for days in range(3):
             day = (local + timedelta(days=days)).date()
-            candidate = datetime.combine(day, time(end // 60, end % 60), tzinfo=self.zone)
-            at = candidate.timestamp()
-            if at > ts:
-                return at
+            # An end time the autumn change repeats comes twice (fold 0, then 1): in the
+            # repeated hour the first has passed and the second is the end.
+            for fold in (0, 1):
+                end_time = time(end // 60, end % 60, fold=fold)
+                at = datetime.combine(day, end_time, tzinfo=self.zone).timestamp()
+                if at > ts:
+                    return at
         return None  # not reached: an end time comes round within a day
 
 

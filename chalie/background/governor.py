@@ -51,6 +51,7 @@ class Governor:
             metrics.budget_tokens.labels(path=path).set(self._budgets[path])
             metrics.budget_used.labels(path=path).set(self._used[path])
             metrics.budget_paused.labels(path=path).set(0)
+            metrics.budget_pauses.labels(path=path)  # at 0 from the start, not from a pause
 
     def budget(self, path: str) -> int | None:
         """The path's tokens per day; None for a path that is not governed (the user's)."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import json
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
@@ -18,6 +19,7 @@ import apsw
 import pykka
 import pytest
 
+from chalie import server_paths
 from chalie.act.prompts import Prompts
 from chalie.actors.encoder import Encoder, EncoderDeps
 from chalie.actors.messages import (
@@ -33,6 +35,8 @@ from chalie.actors.session_supervisor import SessionSupervisor
 from chalie.actors.store_writer import StoreWriter
 from chalie.actors.supervisor import ChildSpec, Directory, Link, Supervisor
 from chalie.actors.world_state import WorldState
+from chalie.background.attention import Attention
+from chalie.background.governor import Governor
 from chalie.clock import ManualClock, Timer
 from chalie.config import CONTEXT_SHARES, Config
 from chalie.errors import LlmBadResponse
@@ -42,7 +46,7 @@ from chalie.memory.context import ContextSettings
 from chalie.memory.embedders import Embedder, HashedEmbedder
 from chalie.memory.recall import Recall
 from chalie.metrics import Metrics
-from chalie.store import db, memory_writes, writes
+from chalie.store import db, goal_rows, memory_writes, writes
 from chalie.store.records import TurnRecord
 from chalie.tools.base import Tool
 from chalie.tools.memory import MemoryTool
@@ -151,6 +155,12 @@ class WatchedClock(ManualClock, Waitable):
 
     def call_later(self, delay: float, callback: Callable[[], None]) -> Timer:
         timer = super().call_later(delay, callback)
+        with self._cond:
+            self._changed()
+        return timer
+
+    def call_at(self, when: float, callback: Callable[[], None]) -> Timer:
+        timer = super().call_at(when, callback)
         with self._cond:
             self._changed()
         return timer
@@ -312,7 +322,8 @@ def prompt(request: ChatRequest) -> str:
 
 @dataclass
 class Tree:
-    """A running root Supervisor with the StoreWriter and the SessionSupervisor under it."""
+    """A running root Supervisor with the StoreWriter and the SessionSupervisor under it (and,
+    with `paths`, the Dmn, the Scheduler and the goals' supervisor)."""
 
     config: Config
     clock: WatchedClock
@@ -321,6 +332,20 @@ class Tree:
     directory: Directory
     root: pykka.ActorRef[Any]
     provider: LlmProvider
+    governor: Governor | None = None
+    attention: Attention | None = None
+
+    def metric(self, name: str, **labels: str) -> float:
+        return self.metrics.registry.get_sample_value(name, labels) or 0.0
+
+    def wait_until(self, ready: Callable[[], bool], what: str) -> None:
+        """Wait (at most WAIT_S) for other threads to make `ready` true: their work, not the
+        passing of time, which only the ManualClock moves."""
+        deadline = time.monotonic() + WAIT_S
+        while not ready():
+            if time.monotonic() > deadline:
+                pytest.fail(f"gave up after {WAIT_S}s waiting for {what}")
+            time.sleep(0.002)
 
     def deliver(self, message: Any, channel: str = "main") -> None:
         assert self.directory.tell("sessions", Deliver(channel, message))
@@ -406,6 +431,22 @@ def clock() -> WatchedClock:
     return WatchedClock()
 
 
+def _background(config: Config, deps: SessionDeps, common: dict[str, Any],
+                pool: Executor) -> tuple[Governor, Attention, tuple[ChildSpec, ...]]:
+    """The background paths as Server.start wires them: governor, Attention, children."""
+    store = config.store
+    conn = db.open_writer(store.path, busy_timeout_ms=store.busy_timeout_ms,
+                          synchronous=store.synchronous)
+    try:
+        governor, attention = server_paths.policy(config, conn, deps.clock, deps.metrics)
+    finally:
+        conn.close()
+    path_deps = server_paths.deps(deps, config, pool=pool, governor=governor,
+                                  attention=attention)
+    deps.metrics.watch_goals(lambda: goal_rows.counts(deps.read()))
+    return governor, attention, server_paths.children(config, path_deps, common)
+
+
 @pytest.fixture
 def start_tree(make_config: Any, clock: WatchedClock) -> Iterator[Callable[..., Tree]]:
     """Start the actor tree the way Server.start does; stopped (and its pool shut) afterwards."""
@@ -431,10 +472,18 @@ def start_tree(make_config: Any, clock: WatchedClock) -> Iterator[Callable[..., 
         prompts: Prompts | None = None,
         world: WorldBoard | None = None,
         signals: dict[str, Any] | None = None,
+        paths: bool = False,
+        dmn: dict[str, Any] | None = None,
+        scheduler: dict[str, Any] | None = None,
+        goals: dict[str, Any] | None = None,
+        governor: dict[str, Any] | None = None,
+        paths_pool: Executor | None = None,
     ) -> Tree:
         """`confirm`/`block` are the registry's tools.confirm/tools.block; `pool` replaces the
         worker pool (`threaded` picks a real one of 4 threads, otherwise jobs run inline).
-        `encoder` starts the Encoder too, on `background` (inline unless given); `world` starts
+        `paths` starts the background paths (Dmn, Scheduler, goals) too, on `paths_pool`
+        (inline unless given). `encoder` starts the Encoder too, on `background` (inline unless
+        given); `world` starts
         WorldState publishing on that board, which prompts read."""
         config = make_config(
             act=act or {}, llm=llm or {}, store=store or {},
@@ -442,6 +491,12 @@ def start_tree(make_config: Any, clock: WatchedClock) -> Iterator[Callable[..., 
             context=context or {},
             signals=signals or {},
             supervisor={"backoff_initial_s": 1.0, "backoff_max_s": 8.0},
+            # Background paths: no quiet hours and UTC unless a test says otherwise; the DMN
+            # only thinks (and asks the LLM) in the tests that turn it on.
+            dmn={"enabled": False, "timezone": "UTC", "quiet_hours": "", **(dmn or {})},
+            scheduler=scheduler or {},
+            goals=goals or {},
+            governor=governor or {},
         )
         store_config = config.store
         embedder = embedder or HashedEmbedder()
@@ -515,12 +570,16 @@ def start_tree(make_config: Any, clock: WatchedClock) -> Iterator[Callable[..., 
         children.append(ChildSpec("sessions", start_sessions))
         if encoder:
             children.append(ChildSpec("encoder", start_encoder))
+        gov = att = None
+        if paths:
+            gov, att, more = _background(config, deps, common, paths_pool or InlineExecutor())
+            children += more
         root = Supervisor.start(None, name="root", children=tuple(children), **common)
         started.append((root, pool, provider))
         # The root starts its children on its own thread; a call through its mailbox returns
         # once that is done, so the Directory knows both children before the test sends.
         root.proxy().child("sessions").get(timeout=WAIT_S)
-        return Tree(config, clock, outbox, metrics, directory, root, provider)
+        return Tree(config, clock, outbox, metrics, directory, root, provider, gov, att)
 
     yield start
     for root, pool, provider in started:
