@@ -165,6 +165,7 @@ class Server:
                 recall_k=memory.recall_k,
             ),
             world=programs.world,
+            governor=self.governor,
         )
         encoder_deps = EncoderDeps(
             provider=self.provider, prompts=self.prompts, embedder=self.embedder,

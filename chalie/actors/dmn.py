@@ -55,6 +55,7 @@ from chalie.tools.view import ToolView
 log = structlog.get_logger("chalie.dmn")
 
 TOOLS = ("memory", "recall", "schedule", "goal")
+BUSY_RETRY_S = 60.0  # an idle trigger that finds a thought in hand tries again this much later
 
 
 class _Due(msgspec.Struct, frozen=True, tag=True):
@@ -176,6 +177,9 @@ class Dmn(PathActor):
             self._arm_idle()  # the person came back meanwhile
             return
         if trigger == "idle":
+            if self._busy is not None:  # this period's thought comes once the last is done
+                self._at("idle", now + BUSY_RETRY_S, _Due("idle"))
+                return
             self._idle_fired_for = self._last_active
         self._fire(trigger, now)
 

@@ -57,6 +57,7 @@ from chalie.actors.session_backstop import Backstop, channel_loop
 from chalie.actors.supervisor import Directory, Link, SupervisedActor
 from chalie.actors.turn import Turn, closing_frames, turn_record
 from chalie.actors.work import Work
+from chalie.background.governor import Governor
 from chalie.clock import Clock, Timer
 from chalie.config import ActConfig, LlmConfig, StoreConfig
 from chalie.frames import Done, Error, Frame, Notification, Status
@@ -97,6 +98,7 @@ class SessionDeps:
     recall: Recall
     context: ContextSettings
     world: WorldBoard | None = None  # signals for the prompt's world-state section
+    governor: Governor | None = None  # counts the person's tokens too (it never limits them)
 
 
 class Session(SupervisedActor):
@@ -111,7 +113,8 @@ class Session(SupervisedActor):
         self._storing: tuple[str, str | None, bool] | None = None
         self._storing_timer: Timer | None = None
         self._token_ratio = 1.0  # real tokens per estimated token, learned from each turn
-        work = Work(deps.pool, deps.provider, deps.metrics, path="user")
+        work = Work(deps.pool, deps.provider, deps.metrics, path="user",
+                    governor=deps.governor)
         self._work = work
         self._driver = TurnDriver(host=self, policy=POLICY, deps=DriverDeps(
             work=work, tools=deps.tools, clock=deps.clock, read=deps.read, channel=channel,

@@ -62,7 +62,7 @@ def read(conn: apsw.Connection, prompts: Prompts, *, trigger: str, channel: str,
     active_goals = [g for g in goals if g.state in goal_rows.ACTIVE]
     newest_signal = max((s.received_at for s in signals), default=0.0)
     marks = (f"episodes {count}/{newest}|signal {newest_signal:.6f}|goals "
-             f"{goal_rows.fingerprint(conn, now)}|loops {[i for i, _, _ in loops]}")
+             f"{goal_rows.fingerprint(conn)}|loops {proactive_rows.loop_marks(conn)}")
     fingerprint = hashlib.sha256(marks.encode()).hexdigest()[:16]
     episodes = _episodes(conn, trigger, now)
     episode_loops = [loop for row in episodes for loop in row[3]] if trigger == "cadence" else []
@@ -90,13 +90,21 @@ def read(conn: apsw.Connection, prompts: Prompts, *, trigger: str, channel: str,
 
 
 def is_no_action(text: str) -> bool:
-    """The DMN's answer says NOTHING: empty, or the token first (in capitals), alone or
-    followed by punctuation or a reason."""
-    cleaned = text.strip().strip("`*_\"'“”").strip()
+    """The DMN's answer says NOTHING: empty, the token alone (quoted, in bold or code, with
+    end punctuation), or the token then a reason after a separator ("NOTHING - all quiet",
+    "NOTHING: asleep", "NOTHING (nothing new)", or on the next line). "NOTHING to report, but
+    your parcel arrives today" is a message: it goes on in words."""
+    cleaned = text.strip().strip(_MARKS).strip()
     if not cleaned:
         return True
-    head = cleaned.split(None, 1)[0].strip(".,:;!-—`*_\"'")
-    return head == NO_ACTION
+    if not cleaned.startswith(NO_ACTION):
+        return False
+    rest = cleaned[len(NO_ACTION):].lstrip(_MARKS + " ")
+    return not rest.strip(".!") or rest.startswith(_SEPARATORS)
+
+
+_MARKS = "`*_\"'\u201c\u201d"  # quotes, bold, code around the token
+_SEPARATORS = (".", ":", ";", "-", "\u2013", "\u2014", "(", "\n")  # before a reason
 
 
 def _episode_marks(conn: apsw.Connection) -> tuple[int, int]:

@@ -41,16 +41,17 @@ class Governor:
         self._lock = threading.Lock()
         self._calls: dict[str, deque[tuple[float, int]]] = {p: deque() for p in PATHS}
         self._used: dict[str, int] = dict.fromkeys(PATHS, 0)
-        self._paused: set[str] = set()
         horizon = clock.time() - WINDOW_S
         for path, at, tokens in sorted(spent, key=lambda s: s[1]):
             if path in self._calls and at > horizon and tokens > 0:
                 self._calls[path].append((at, tokens))
                 self._used[path] += tokens
+        # A budget of 0 turns the path off: paused from the start, never "exhausted".
+        self._paused: set[str] = {p for p in GOVERNED if self._budgets[p] == 0}
         for path in GOVERNED:
             metrics.budget_tokens.labels(path=path).set(self._budgets[path])
             metrics.budget_used.labels(path=path).set(self._used[path])
-            metrics.budget_paused.labels(path=path).set(0)
+            metrics.budget_paused.labels(path=path).set(int(path in self._paused))
             metrics.budget_pauses.labels(path=path)  # at 0 from the start, not from a pause
 
     def budget(self, path: str) -> int | None:

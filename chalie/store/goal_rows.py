@@ -196,9 +196,13 @@ def coverage(conn: apsw.Connection, goal_id: str) -> float:
     return round(done / total, 2) if total else 0.0
 
 
-def fingerprint(conn: apsw.Connection, now: float) -> list[tuple[str, str]]:
-    """(id, state) of every active goal and of every goal that changed in the last 30 days:
-    what the DMN compares to see whether a goal's state changed."""
-    return [(str(i), str(s)) for i, s in conn.execute(
+def fingerprint(conn: apsw.Connection) -> tuple[list[tuple[str, str]], tuple[int, float]]:
+    """What the DMN compares to see whether a goal's state changed: (id, state) of every
+    active goal, and how many goals finished and when the last one did."""
+    active = [(str(i), str(s)) for i, s in conn.execute(
         "SELECT id, state FROM goals WHERE state IN ('pending', 'planning', 'running') "
-        "OR updated_at > ? ORDER BY id", (now - 30 * 86400,))]
+        "ORDER BY id")]
+    row = conn.execute("SELECT count(*), coalesce(max(finished_at), 0) FROM goals "
+                       "WHERE state NOT IN ('pending', 'planning', 'running')").fetchone()
+    finished = (int(row[0]), float(row[1])) if row else (0, 0.0)
+    return active, finished

@@ -126,9 +126,9 @@ def last_run(conn: apsw.Connection, trigger: str) -> float | None:
 def last_person_activity(conn: apsw.Connection) -> float | None:
     """When the person last sent something (a chat or an action on any channel)."""
     row = conn.execute(
-        "SELECT max(started_at) FROM turns INDEXED BY turns_by_path WHERE path = 'user' AND "
-        "source IN ('text', 'voice', 'action')").fetchone()
-    return None if row is None or row[0] is None else float(row[0])
+        "SELECT finished_at FROM turns INDEXED BY turns_by_path WHERE path = 'user' AND "
+        "source IN ('text', 'voice', 'action') ORDER BY finished_at DESC LIMIT 1").fetchone()
+    return None if row is None else float(row[0])
 
 
 # --- open loops -----------------------------------------------------------------------------
@@ -153,6 +153,15 @@ def open_loops(conn: apsw.Connection, limit: int) -> list[tuple[int, str, float]
         "LIMIT ?", (limit,))]
 
 
+def loop_marks(conn: apsw.Connection) -> tuple[int, int, float]:
+    """Open loops, the newest id, and the last closing: what changes when a loop opens or
+    closes (all of them, not only those a prompt shows)."""
+    row = conn.execute(
+        "SELECT count(*) FILTER (WHERE closed_at IS NULL), coalesce(max(id), 0), "
+        "coalesce(max(closed_at), 0) FROM open_loops").fetchone()
+    return (int(row[0]), int(row[1]), float(row[2])) if row else (0, 0, 0.0)
+
+
 def is_open(conn: apsw.Connection, loop_id: int) -> bool:
     return conn.execute("SELECT 1 FROM open_loops WHERE id = ? AND closed_at IS NULL",
                         (loop_id,)).fetchone() is not None
@@ -167,11 +176,11 @@ def insert_spending(conn: apsw.Connection, *, path: str, tokens: int, llm_calls:
 
 
 def spent_since(conn: apsw.Connection, since: float) -> list[tuple[str, float, int]]:
-    """(path, at, tokens) of every LLM use since `since`: background paths' turns (as they
-    finished), the person's turns, and the spending rows of background jobs."""
+    """(path, at, tokens) of every LLM use since `since`: turns of every path (as they
+    finished), and the spending rows of background jobs that are not turns."""
     rows = conn.execute(
-        "SELECT CASE path WHEN 'user' THEN 'user' ELSE path END, finished_at, tokens_total "
-        "FROM turns INDEXED BY turns_by_path WHERE path != 'user' AND finished_at > ? "
+        "SELECT path, finished_at, tokens_total FROM turns "
+        "WHERE finished_at > ? AND tokens_total > 0 "
         "UNION ALL SELECT path, at, tokens FROM spending WHERE at > ?", (since, since))
     return [(str(p), float(a), int(t)) for p, a, t in rows]
 

@@ -64,12 +64,14 @@ class GoalTool:
 
     @staticmethod
     def _list(ctx: ToolContext) -> ToolOutcome:
+        cancelled = {e.id for e in ctx.pending if isinstance(e, fx.CancelGoal)}
         lines = [f"- {e.id} (started just now): {e.goal}" for e in ctx.pending
-                 if isinstance(e, fx.StartGoal)]
+                 if isinstance(e, fx.StartGoal) and e.id not in cancelled]
         conn = ctx.read()
         for row in goal_rows.listing(conn, state=None, limit=LIST_LIMIT, offset=0):
             coverage = goal_rows.coverage(conn, row.id)
-            lines.append(f"- {row.id} ({row.state}, {round(coverage * 100)}% of steps done): "
+            state = "cancelled just now" if row.id in cancelled else row.state
+            lines.append(f"- {row.id} ({state}, {round(coverage * 100)}% of steps done): "
                          f"{row.goal}")
         return ToolOutcome(text="\n".join(lines) if lines else "no goals")
 

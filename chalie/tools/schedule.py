@@ -76,11 +76,11 @@ class ScheduleTool:
 
     def _list(self, ctx: ToolContext) -> ToolOutcome:
         lines = []
+        cancelled = {e.id for e in ctx.pending if isinstance(e, fx.CancelSchedule)}
         for effect in ctx.pending:
-            if isinstance(effect, fx.CreateSchedule):
+            if isinstance(effect, fx.CreateSchedule) and effect.id not in cancelled:
                 lines.append(f"- {effect.id} (set just now): {effect.prompt!r} next "
                              f"{schedules.iso(effect.next_run, effect.timezone)}")
-        cancelled = {e.id for e in ctx.pending if isinstance(e, fx.CancelSchedule)}
         for row in schedule_rows.active(ctx.read())[:LIST_LIMIT]:
             if row.id in cancelled or row.next_run is None:
                 continue

@@ -9,8 +9,9 @@ from typing import Any
 
 from chalie.actors.messages import PersonConnected
 from chalie.llm.scripted import ScriptCall, ScriptedProvider, ScriptStep, ScriptUsage
-from chalie.store import db, memory_writes
+from chalie.store import db, memory_writes, proactive_rows
 from chalie.store.memory_writes import EpisodeRow
+from chalie.store.proactive_rows import ProactiveRow
 from chalie.tools.goal import GoalTool
 from chalie.tools.memory import MemoryTool
 from chalie.tools.recall import RecallTool
@@ -306,3 +307,30 @@ def test_the_dmn_tools_plant_an_open_loop_that_later_triggers_see(
     run_until(tree, lambda: dmn_calls(provider) == 3, "the next thought")
     assert "[loop 1, " in prompt(provider.requests[2])
     assert "Ask how the Porto trip planning goes" in prompt(provider.requests[2])
+
+
+def test_a_message_deferred_before_a_restart_is_delivered_after_it(
+    start_tree: Any, make_config: Any,
+) -> None:
+    """The deferred queue is in the store: a server started after quiet hours delivers what
+    waited, once; a socket on another channel delivers nothing."""
+    config = make_config()
+    conn = db.open_writer(config.store.path, busy_timeout_ms=5000, synchronous="FULL")
+    try:
+        with db.immediate(conn):
+            proactive_rows.insert(conn, ProactiveRow(
+                path="dmn", channel="main", content="Waited all night.", status="deferred",
+                capped=True, composed_at=NOW - 3600, reason="quiet_hours"),
+                turn_id=None, now=NOW - 3600)
+    finally:
+        conn.close()
+    tree = start(start_tree, make_config, ScriptedProvider([]), episode=None,
+                 dmn={"boot_delay_s": 1e6})
+    run_until(tree, lambda: len(of_type(tree, "notification")) == 1, "the delivery at start")
+    dmn = tree.directory.get("dmn")
+    assert dmn is not None
+    dmn.tell(PersonConnected("elsewhere"))
+    dmn.tell(PersonConnected("main"))
+    sync(tree, "dmn")
+    assert [n["content"] for n in of_type(tree, "notification")] == ["Waited all night."]
+    assert tree.rows("SELECT status FROM proactive") == [("sent",)]

@@ -106,10 +106,12 @@ def test_frees_at_is_when_enough_of_the_oldest_calls_have_left() -> None:
 
 
 def test_a_budget_of_zero_turns_the_path_off_for_good() -> None:
-    """A path with a budget of 0 never has room, even with nothing spent, and never frees."""
+    """A path with a budget of 0 never has room, even with nothing spent, and never frees; it
+    shows as paused from the start, not as a budget that ran out."""
     clock = ManualClock()
     metrics = Metrics()
     governor = make(clock, metrics, scheduled=0)
+    assert sample(metrics, "chalie_budget_paused", "scheduled") == 1.0
     assert governor.has_room("scheduled") is False
     assert governor.frees_at("scheduled") == math.inf
     clock.advance(10 * WINDOW_S)
@@ -118,7 +120,7 @@ def test_a_budget_of_zero_turns_the_path_off_for_good() -> None:
     assert governor.report()["scheduled"] == {
         "tokens_24h": 0, "tokens_per_day": 0, "paused": True, "frees_at": math.inf}
     assert sample(metrics, "chalie_budget_paused", "scheduled") == 1.0
-    assert sample(metrics, "chalie_budget_pauses_total", "scheduled") == 1.0
+    assert sample(metrics, "chalie_budget_pauses_total", "scheduled") == 0.0
 
 
 def test_the_persons_own_turns_are_counted_but_never_held_back() -> None:

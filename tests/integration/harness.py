@@ -261,6 +261,8 @@ class ServerProcess:
             "store": {"path": str(workdir / "data")},
             "auth": {"password": password},
             "log": {"format": "json", "level": "info"},
+            # The DMN calls the LLM on its own: only in the tests about it (they turn it on).
+            "dmn": {"enabled": False},
         }
         if stub is not None:
             merged["llm"] = {"base_url": stub.base_url, "retries": 0}

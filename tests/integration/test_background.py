@@ -39,7 +39,7 @@ PLAN = {"steps": [
     {"id": "s3", "description": "Write a short recommendation with the prices for the person",
      "depends_on": ["s2"]},
 ], "confidence": 0.9}
-QUIET_NEVER = {"quiet_hours": "", "timezone": "UTC"}
+QUIET_NEVER = {"enabled": True, "quiet_hours": "", "timezone": "UTC"}
 
 
 def seed_episode(workdir: Path, gist: str = "Booked Luigi's for Friday at 8pm") -> None:
@@ -140,7 +140,8 @@ def test_quiet_hours_hold_a_message_until_the_person_connects(
     store until a socket opens on the person's channel, then arrives there once."""
     seed_episode(tmp_path)
     llm.queue(completion("Your parcel arrives tomorrow."))
-    server = ServerProcess(tmp_path, llm, dmn={"boot_delay_s": 0.2, "idle_s": 3600,
+    server = ServerProcess(tmp_path, llm, dmn={"enabled": True, "boot_delay_s": 0.2,
+                                               "idle_s": 3600,
                                                "timezone": "Mars/Olympus"}).start()
     try:
         assert logged(server, "quiet_all_day")[0]["key"] == "dmn.timezone"
@@ -239,7 +240,7 @@ def test_a_schedule_cut_off_by_kill_9_runs_once_after_the_restart(
     """Killed while its prompt's LLM call is out, the run is not stored; at the next start it
     runs (within scheduler.catch_up_s) and notifies once. Killed after it is stored, it never
     runs again."""
-    server = ServerProcess(tmp_path, llm, dmn={"enabled": False}).start()
+    server = ServerProcess(tmp_path, llm).start()
     cookie = server.login()
     held = threading.Event()
     llm.queue(Reply(completion("never seen"), hold=held))
@@ -277,7 +278,7 @@ def test_a_schedule_cut_off_by_kill_9_runs_once_after_the_restart(
 def test_a_goal_killed_during_step_2_resumes_at_step_2(tmp_path: Path, llm: StubLlm) -> None:
     """task frames for the plan and each step; killed while step 2's call is out, the
     restarted server runs step 2 and 3 only, and the result arrives as a notification."""
-    server = ServerProcess(tmp_path, llm, dmn={"enabled": False}).start()
+    server = ServerProcess(tmp_path, llm).start()
     cookie = server.login()
     client = server.connect(cookie)
     held = threading.Event()
@@ -369,8 +370,7 @@ def test_an_exhausted_goal_budget_pauses_the_goal_and_the_metric_shows_it(
 ) -> None:
     """governor.goal_tokens_per_day smaller than the plan call: the goal pauses after it (a
     `paused` task frame, paused_until set) and /metrics says the path is paused."""
-    server = ServerProcess(tmp_path, llm, dmn={"enabled": False},
-                           governor={"goal_tokens_per_day": 20}).start()
+    server = ServerProcess(tmp_path, llm, governor={"goal_tokens_per_day": 20}).start()
     cookie = server.login()
     client = server.connect(cookie)
     llm.queue_structured(completion(json.dumps(PLAN), prompt_tokens=100))
