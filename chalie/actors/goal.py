@@ -117,6 +117,7 @@ class Goal(PathActor):
         self._row: GoalRow | None = None
         self._steps: list[StepRow] = []
         self._busy = False  # planning, a step, or a write we wait for
+        self._awaiting: str | None = None  # the write we wait for: a turn id, "plan", "ended"
         self._timer: Timer | None = None
         self._failures = 0  # failed attempts in a row (LLM errors), for the backoff
         self._done = False
@@ -154,12 +155,13 @@ class Goal(PathActor):
                 self._ops_applied(tag, error)
             case ContextReady(turn_id=tid, context=ctx) if self._driver.owns(tid):
                 self.use_context(ctx)
-            case TurnStored() | TurnStoreFailed():
+            case TurnStored(turn_id=tid) | TurnStoreFailed(turn_id=tid) if \
+                    tid == self._awaiting:
                 self._stored(message)
             case _ if self._driver.handle(message):
                 pass
             case (ContextReady() | LlmReturned() | LlmFailed() | ToolReturned()
-                  | TurnDeadline()):
+                  | TurnDeadline() | TurnStored() | TurnStoreFailed()):
                 log.debug("stale_message_dropped", message=type(message).__name__)
             case _:
                 log.warning("unexpected_message", message=type(message).__name__)
@@ -342,6 +344,7 @@ class Goal(PathActor):
             self._retry_later(ending.error or "no answer")
         log.info("goal_step_finished", goal_id=self._goal_id, step_id=step.step_id,
                  outcome=ending.outcome, paused=ending.paused)
+        self._awaiting = ending.turn.id
         self.commit(ending, tuple(ops), reply_to=self._reply_to)
 
     def _result_ops(self, text: str) -> list[Op]:
@@ -406,10 +409,11 @@ class Goal(PathActor):
     # -- the store's answers --
 
     def _ops_applied(self, tag: str, error: str | None) -> None:
-        if tag not in ("plan", "ended"):
+        if tag != self._awaiting:  # progress, or a stale answer to an earlier instance
             if error is not None:
                 log.warning("goal_progress_not_stored", goal_id=self._goal_id, error=error)
             return
+        self._awaiting = None
         self._busy = False
         if error is not None and tag == "plan":
             log.warning("goal_plan_not_stored", goal_id=self._goal_id, error=error)
@@ -417,6 +421,7 @@ class Goal(PathActor):
         self._advance()
 
     def _stored(self, message: TurnStored | TurnStoreFailed) -> None:
+        self._awaiting = None
         self._busy = False
         if isinstance(message, TurnStoreFailed):
             log.warning("goal_step_not_stored", goal_id=self._goal_id, error=message.error)
@@ -444,6 +449,9 @@ class Goal(PathActor):
         self.actor_ref.stop(block=False)
 
     def _ops(self, *ops: Op, tag: str = "progress") -> None:
+        """Writes of this goal's; with a tag other than progress, the goal waits for them."""
+        if tag != "progress":
+            self._awaiting = tag
         self._to_writer(ApplyOps(tuple(ops), reply_to=self._reply_to, tag=tag))
 
 

@@ -131,7 +131,9 @@ def step_status(conn: apsw.Connection, goal_id: str, step_id: str, status: str, 
         (status, result, turn_id, finished, int(attempt), goal_id, step_id))
     if conn.changes() == 0:
         raise StoreConflict(f"step {step_id} of goal {goal_id} is finished already")
-    conn.execute("UPDATE goals SET updated_at = ? WHERE id = ?", (now, goal_id))
+    # A step that runs means the goal is not paused (any more).
+    conn.execute("UPDATE goals SET updated_at = ?, paused_until = CASE WHEN ? = 'running' "
+                 "THEN NULL ELSE paused_until END WHERE id = ?", (now, status, goal_id))
 
 
 def spent(conn: apsw.Connection, goal_id: str, *, iterations: int, elapsed_s: float,
