@@ -13,7 +13,8 @@ import pykka
 import structlog
 
 from chalie.actors.dmn import Dmn
-from chalie.actors.goal import Goal, GoalSupervisor
+from chalie.actors.goal import Goal
+from chalie.actors.goal_supervisor import GoalSupervisor
 from chalie.actors.messages import ApplyOps
 from chalie.actors.path import PathDeps
 from chalie.actors.scheduler import Scheduler

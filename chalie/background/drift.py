@@ -33,6 +33,7 @@ LOOPS = 10
 GOALS = 10
 HISTORY_LINES = 10
 TEXT_CHARS = 400
+HISTORY_CHARS = 1000  # of one line of the conversation, as the DMN sees it
 _decode_list = msgspec.json.Decoder(list[str]).decode
 
 
@@ -80,7 +81,8 @@ def read(conn: apsw.Connection, prompts: Prompts, *, trigger: str, channel: str,
         identity=identity_text(conn, prompts),
         state=redact(checkpoint.text, checkpoint.created_at) if checkpoint else "",
         world=world_text(prompts, world) if trigger == "cadence" else "",
-        history=tuple(msgspec.structs.replace(h, text=redact(h.text, h.created_at))
+        history=tuple(msgspec.structs.replace(h, text=_clip(redact(h.text, h.created_at),
+                                                            HISTORY_CHARS))
                       for h in history),
         episodes="\n".join(f("memory_episode", date=_date(at), text=_clip(redact(text, at)))
                            for text, at, _, _ in episodes),
@@ -140,6 +142,6 @@ def _date(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d")
 
 
-def _clip(text: str) -> str:
+def _clip(text: str, limit: int = TEXT_CHARS) -> str:
     text = " ".join(text.split())
-    return text if len(text) <= TEXT_CHARS else text[:TEXT_CHARS].rstrip() + "…"
+    return text if len(text) <= limit else text[:limit].rstrip() + "…"

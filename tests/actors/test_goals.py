@@ -8,7 +8,10 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import pytest
+
 from chalie.llm.scripted import ScriptCall, ScriptedProvider, ScriptStep, ScriptUsage
+from chalie.store import db, goal_rows
 from chalie.store.background_ops import CancelGoal, InsertGoal
 from chalie.tools.goal import GoalTool
 from chalie.tools.memory import MemoryTool
@@ -212,3 +215,33 @@ def test_the_goal_tool_in_a_turn_starts_a_goal_once_the_turn_is_stored(
     [(source, turn_id)] = tree.rows("SELECT source, turn_id FROM goals")
     assert source == "tool"
     assert tree.rows("SELECT path FROM turns WHERE id = ?", turn_id) == [("user",)]
+
+
+@pytest.mark.allow_error_logs
+def test_a_goal_whose_actor_keeps_crashing_fails_alone(start_tree: Any, make_config: Any) -> None:
+    """A goal that crashes its actor at every start is restarted a few times, then failed with
+    the reason, and the person hears so; the server and its other paths go on."""
+    config = make_config()
+    conn = db.open_writer(config.store.path, busy_timeout_ms=5000, synchronous="FULL")
+    try:
+        with db.immediate(conn):
+            goal_rows.insert(conn, "bad", "A goal with a broken plan", source="person",
+                             turn_id=None, now=1_700_000_000.0)
+            goal_rows.set_state(conn, "bad", "running", now=1_700_000_000.0)
+            conn.execute("INSERT INTO goal_steps (goal_id, step_id, position, description, "
+                          "depends_on, status) VALUES ('bad', 's1', 0, 'x', 'not json', "
+                          "'pending')")
+    finally:
+        conn.close()
+    tree = start_tree(ScriptedProvider([]), tools=TOOLS, paths=True)
+
+    def failed() -> bool:
+        tree.clock.advance(10)
+        return tree.rows("SELECT state FROM goals") == [("failed",)]
+
+    run_until(tree, failed, "the goal to fail")
+    [(error,)] = tree.rows("SELECT error FROM goals")
+    assert error.startswith("it crashed 4 times")
+    run_until(tree, lambda: len(of_type(tree, "notification")) == 1, "the notification")
+    assert tree.restarts("goal") == 3
+    assert tree.directory.get("goals") is not None
