@@ -31,13 +31,9 @@ import structlog
 from chalie.actors.driver import Ending
 from chalie.actors.messages import (
     ApplyOps,
-    LlmFailed,
-    LlmReturned,
     OpsApplied,
     PersonActive,
     PersonConnected,
-    ToolReturned,
-    TurnDeadline,
     TurnStored,
     TurnStoreFailed,
 )
@@ -153,13 +149,8 @@ class Dmn(PathActor):
                 self._busy = None
                 if isinstance(message, TurnStoreFailed):
                     log.warning("dmn_thought_not_stored", error=message.error)
-            case _ if self._driver.handle(message):
-                pass
-            case LlmReturned() | LlmFailed() | ToolReturned() | TurnDeadline() | TurnStored() | \
-                    TurnStoreFailed():
-                log.debug("stale_message_dropped", message=type(message).__name__)
             case _:
-                log.warning("unexpected_message", message=type(message).__name__)
+                self.turn_message(message)
 
     # -- triggers --
 
@@ -192,7 +183,10 @@ class Dmn(PathActor):
             return  # no later than what is known: the same period
         self._last_active = at
         self._idle_fired_for = None
-        if self._booted:
+        # A timer already set stays: when it fires early, it is set again from the latest
+        # activity (_due). Re-setting it on every message would leave a cancelled timer per
+        # message in the clock's queue for idle_s.
+        if self._booted and "idle" not in self._timers:
             self._arm_idle()
 
     def _arm_idle(self) -> None:

@@ -28,7 +28,6 @@ from typing import Any
 
 import apsw
 import msgspec
-import pykka
 import structlog
 
 from chalie.act.prompts import Prompts
@@ -100,7 +99,7 @@ class Encoder(SupervisedActor):
         self._dropped: set[int] = set()
 
     def started(self) -> None:
-        self._tell_self(_Sweep())
+        self.tell_self(_Sweep())
 
     def on_stop(self) -> None:
         for timer in (self._retry, self._soon, self._budget_timer):
@@ -128,7 +127,7 @@ class Encoder(SupervisedActor):
                     self._index()
                 case _BudgetRoom():
                     self._budget_timer = None
-                    self._tell_self(_Sweep())
+                    self.tell_self(_Sweep())
                 case _Sweep():
                     for channel in mq.channels_to_encode(self._d.read(),
                                                          self._d.memory.encode_every_rows):
@@ -162,7 +161,7 @@ class Encoder(SupervisedActor):
         if self._budget_timer is not None or frees_at == float("inf"):
             return
         self._budget_timer = self._d.clock.call_at(frees_at,
-                                                   lambda: self._tell_self(_BudgetRoom()))
+                                                   lambda: self.tell_self(_BudgetRoom()))
 
     def _encode(self, channel: str, upto: int, encoding_id: str) -> Any:
         """On the background pool: one window, at most two LLM calls."""
@@ -214,7 +213,7 @@ class Encoder(SupervisedActor):
         elif self._indexing or self._retry is not None:
             self._index_again = True
         elif self._soon is None:
-            self._soon = self._d.clock.call_later(delay, lambda: self._tell_self(_IndexNow()))
+            self._soon = self._d.clock.call_later(delay, lambda: self.tell_self(_IndexNow()))
 
     def _index(self) -> None:
         if self._indexing or self._retry is not None:
@@ -258,7 +257,7 @@ class Encoder(SupervisedActor):
         if error is not None:
             log.warning("embedding_paused", error=error, retry_in_s=self._backoff)
             delay, self._backoff = self._backoff, min(BACKOFF_MAX_S, self._backoff * 2)
-            self._retry = self._d.clock.call_later(delay, lambda: self._tell_self(_Resume()))
+            self._retry = self._d.clock.call_later(delay, lambda: self.tell_self(_Resume()))
             return
         self._backoff = BACKOFF_INITIAL_S
         if more or self._index_again:
@@ -284,18 +283,12 @@ class Encoder(SupervisedActor):
                     log.exception("encoder_job_failed")
                     reply = on_crash
             if reply is not None:
-                self._tell_self(reply)
+                self.tell_self(reply)
 
         self._d.pool.submit(run)
 
     def _tell(self, message: Any) -> None:
         self._d.directory.tell("store_writer", message)
-
-    def _tell_self(self, message: Any) -> None:
-        try:
-            self.actor_ref.tell(message)
-        except pykka.ActorDeadError:
-            pass  # replaced or stopped; the successor sweeps at its start
 
 
 class _Resume(msgspec.Struct, frozen=True, tag=True):

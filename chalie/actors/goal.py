@@ -33,14 +33,10 @@ from chalie.act.snapshots import snapshot
 from chalie.actors.driver import Ending
 from chalie.actors.messages import (
     ApplyOps,
-    ContextReady,
     LlmFailed,
-    LlmReturned,
     OpsApplied,
     SaveSnapshots,
     StopGoal,
-    ToolReturned,
-    TurnDeadline,
     TurnStored,
     TurnStoreFailed,
 )
@@ -148,18 +144,11 @@ class Goal(PathActor):
                 self._failed_attempt(message.error, recoverable=message.recoverable)
             case OpsApplied(tag=tag, error=error):
                 self._ops_applied(tag, error)
-            case ContextReady(turn_id=tid, context=ctx) if self._driver.owns(tid):
-                self.use_context(ctx)
             case TurnStored(turn_id=tid) | TurnStoreFailed(turn_id=tid) if \
                     tid == self._awaiting:
                 self._stored(message)
-            case _ if self._driver.handle(message):
-                pass
-            case (ContextReady() | LlmReturned() | LlmFailed() | ToolReturned()
-                  | TurnDeadline() | TurnStored() | TurnStoreFailed()):
-                log.debug("stale_message_dropped", message=type(message).__name__)
             case _:
-                log.warning("unexpected_message", message=type(message).__name__)
+                self.turn_message(message)
 
     @property
     def _plan_id(self) -> str:

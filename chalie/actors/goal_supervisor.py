@@ -104,15 +104,5 @@ class GoalSupervisor(Supervisor):
             self._run(self._waiting.pop(0))
 
     def _tell(self, goal_id: str, message: Any) -> None:
-        name = f"goal:{goal_id}"
-        if self.is_restarting(name):
-            self.hold(name, message)
-            return
-        ref = self.child(name)
-        if ref is None:
+        if not self.send_child(f"goal:{goal_id}", message):
             log.debug("goal_not_running", goal_id=goal_id, message=type(message).__name__)
-            return
-        try:
-            ref.tell(message)
-        except pykka.ActorDeadError:
-            pass  # finished just now (its GoalDone is on the way) or crashed (held next time)

@@ -9,6 +9,7 @@ told enters the transcript when it is delivered (chalie/store/background_ops.py)
 
 from __future__ import annotations
 
+import abc
 import uuid
 from collections.abc import Callable
 from concurrent.futures import Executor
@@ -17,14 +18,22 @@ from datetime import UTC, datetime
 from typing import Any
 
 import apsw
-import pykka
 import structlog
 
 from chalie.act.budget import PromptBudget
 from chalie.act.loop import ActLoop
 from chalie.act.prompts import Prompts
 from chalie.actors.driver import DriverDeps, Ending, Policy, TurnDriver
-from chalie.actors.messages import CommitTurn, ContextReady
+from chalie.actors.messages import (
+    CommitTurn,
+    ContextReady,
+    LlmFailed,
+    LlmReturned,
+    ToolReturned,
+    TurnDeadline,
+    TurnStored,
+    TurnStoreFailed,
+)
 from chalie.actors.supervisor import Directory, Link, SupervisedActor
 from chalie.actors.turn import Turn, turn_record
 from chalie.actors.work import Work
@@ -39,7 +48,6 @@ from chalie.memory.context import ContextSettings, TurnContext
 from chalie.memory.recall import Recall
 from chalie.metrics import Metrics
 from chalie.store.background_ops import Op
-from chalie.store.records import TurnRecord
 from chalie.tools.base import ToolSource
 from chalie.world.signals import WorldBoard
 
@@ -64,11 +72,11 @@ class PathDeps:
     governor: Governor
     attention: Attention
     channel: str  # the person's channel: proactive messages, `task` frames (dmn.channel)
-    recall: Recall | None = None
+    recall: Recall
     world: WorldBoard | None = None
 
 
-class PathActor(SupervisedActor):
+class PathActor(SupervisedActor, abc.ABC):
     """A background path's actor, host of its TurnDriver."""
 
     path: str = ""
@@ -91,8 +99,7 @@ class PathActor(SupervisedActor):
     # -- a turn --
 
     def new_turn(self, *, text: str, template: str, extra: dict[str, str], max_iterations: int,
-                 timeout_s: float, request: Any = None, history_channel: str | None = None,
-                 state: str = "") -> Turn:
+                 timeout_s: float, request: Any = None) -> Turn:
         """A turn of this path (not begun): `text` is what it works on (stored as the turn's
         text and used to recall), rendered into `template` with `extra`."""
         d = self._deps
@@ -100,7 +107,7 @@ class PathActor(SupervisedActor):
         loop = ActLoop(
             prompts=d.prompts, user_text=text, history=(), tools=self._tools.specs(),
             max_iterations=max_iterations, max_result_chars=d.act.max_tool_result_chars,
-            now_text=now, template=template, extra=extra, state=state,
+            now_text=now, template=template, extra=extra,
         )
         return Turn(
             id=uuid.uuid4().hex, loop=loop,
@@ -118,12 +125,9 @@ class PathActor(SupervisedActor):
         turn_id, text, system = turn.id, turn.user_text, turn.loop.system
         tools = self._tools.specs()
         world = d.world.top() if d.world is not None else []
-        recall = d.recall
 
         def job() -> Any:
-            if recall is None:
-                raise RuntimeError("recall is not set up")
-            built = context.build(d.read(), channel=channel, text=text, recall=recall,
+            built = context.build(d.read(), channel=channel, text=text, recall=d.recall,
                                   prompts=d.prompts, system=system, tools=tools,
                                   settings=d.context, world=world)
             return ContextReady(turn_id, built)
@@ -139,19 +143,29 @@ class PathActor(SupervisedActor):
         turn.recalled = ctx.recalled
         self._driver.ask()
 
-    def record(self, ending: Ending, *, outcome: str | None = None,
-               error: str | None = None) -> TurnRecord:
-        """The ended turn as the store keeps it, on the person's channel."""
+    def commit(self, ending: Ending, extras: tuple[Op, ...], *, reply_to: str) -> None:
+        """Store the ended turn, on the person's channel, with this path's own writes, in one
+        transaction; `reply_to` hears when it is stored."""
         d = self._deps
-        return turn_record(ending.turn, d.channel, outcome or ending.outcome,  # type: ignore[arg-type]
-                           ending.elapsed, d.clock.time(), text=ending.text,
-                           error=error if error is not None else ending.error, path=self.path)
+        record = turn_record(ending.turn, d.channel, ending.outcome, ending.elapsed,
+                             d.clock.time(), text=ending.text, error=ending.error,
+                             path=self.path)
+        self._to_writer(CommitTurn(record, (), ending.turn.received_at, extras=extras,
+                                   reply_to=reply_to))
 
-    def commit(self, ending: Ending, extras: tuple[Op, ...], *, reply_to: str,
-               record: TurnRecord | None = None) -> None:
-        """Store the ended turn with this path's own writes, in one transaction."""
-        self._to_writer(CommitTurn(record or self.record(ending), (), ending.turn.received_at,
-                                   extras=extras, reply_to=reply_to))
+    def turn_message(self, message: Any) -> None:
+        """A message for the running turn (its context, or one the driver takes); one of a turn
+        that has ended is dropped."""
+        match message:
+            case ContextReady(turn_id=tid, context=ctx) if self._driver.owns(tid):
+                self.use_context(ctx)
+            case _ if self._driver.handle(message):
+                pass
+            case (ContextReady() | LlmReturned() | LlmFailed() | ToolReturned() | TurnDeadline()
+                  | TurnStored() | TurnStoreFailed()):
+                log.debug("stale_message_dropped", message=type(message).__name__)
+            case _:
+                log.warning("unexpected_message", message=type(message).__name__)
 
     # -- the driver's host --
 
@@ -162,14 +176,9 @@ class PathActor(SupervisedActor):
         """A background loop's compaction restart stays in the loop: it has no channel of its
         own whose Current State it could replace."""
 
-    def tell_self(self, message: Any) -> None:
-        try:
-            self.actor_ref.tell(message)
-        except pykka.ActorDeadError:
-            pass  # stopped or replaced: the store has what matters
-
+    @abc.abstractmethod
     def turn_ended(self, ending: Ending) -> None:
-        raise NotImplementedError
+        """The path's turn is over: store it (`commit`) with the path's own writes."""
 
     # -- plumbing --
 

@@ -25,13 +25,8 @@ import structlog
 from chalie.actors.driver import Ending
 from chalie.actors.messages import (
     ApplyOps,
-    ContextReady,
-    LlmFailed,
-    LlmReturned,
     OpsApplied,
     SchedulesChanged,
-    ToolReturned,
-    TurnDeadline,
     TurnStored,
     TurnStoreFailed,
 )
@@ -101,18 +96,11 @@ class Scheduler(PathActor):
                     self._arm()
                 case _Tick() | SchedulesChanged():
                     self._arm()
-                case ContextReady(turn_id=tid, context=ctx) if self._driver.owns(tid):
-                    self.use_context(ctx)
                 case TurnStored(turn_id=tid) | TurnStoreFailed(turn_id=tid) if \
                         tid == self._storing:
                     self._stored(message)
-                case _ if self._driver.handle(message):
-                    pass
-                case (ContextReady() | LlmReturned() | LlmFailed() | ToolReturned()
-                      | TurnDeadline() | TurnStored() | TurnStoreFailed()):
-                    log.debug("stale_message_dropped", message=type(message).__name__)
                 case _:
-                    log.warning("unexpected_message", message=type(message).__name__)
+                    self.turn_message(message)
 
     # -- what is due --
 

@@ -403,12 +403,6 @@ class Session(SupervisedActor):
     def state_written(self, turn: Turn, summary: str) -> None:
         self._to_writer(SaveCheckpoint(self.channel, summary, turn.history_upto, turn.id))
 
-    def tell_self(self, message: Any) -> None:
-        try:
-            self.actor_ref.tell(message)
-        except pykka.ActorDeadError:
-            pass  # this instance was stopped or replaced; its turn is gone with it
-
     # -- plumbing --
 
     def _require_turn(self) -> Turn:

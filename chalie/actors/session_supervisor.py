@@ -33,16 +33,8 @@ class SessionSupervisor(Supervisor):
 
     def _deliver(self, channel: str, message: Any) -> None:
         name = f"session:{channel}"
-        if self.is_restarting(name):
-            self.hold(name, message)
+        if self.send_child(name, message):
             return
-        ref = self.child(name)
-        if ref is None:
-            factory = self._session_factory
-            ref = self.add_child(ChildSpec(
-                name, lambda link: factory(link, channel), register=False
-            ))
-        try:
-            ref.tell(message)
-        except pykka.ActorDeadError:
-            self.hold(name, message)  # it died just now; its ChildFailed is on the way
+        factory = self._session_factory
+        self.add_child(ChildSpec(name, lambda link: factory(link, channel), register=False))
+        self.send_child(name, message)

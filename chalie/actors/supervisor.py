@@ -113,6 +113,14 @@ class SupervisedActor(pykka.ThreadingActor):
     def started(self) -> None:
         """Set-up after the actor starts; a failure here is reported like a crash."""
 
+    def tell_self(self, message: Any) -> None:
+        """Put a message in this actor's mailbox (a pool job's result, a timer's); dropped when
+        this instance is stopped or replaced: its successor starts from the store."""
+        try:
+            self.actor_ref.tell(message)
+        except pykka.ActorDeadError:
+            pass
+
     def on_start(self) -> None:
         try:
             self.started()
@@ -293,13 +301,22 @@ class Supervisor(SupervisedActor):
         return True
 
     def restart_later(self, name: str, delay: float) -> None:
-        self._clock.call_later(delay, lambda: self._tell_self(RestartChild(name)))
+        self._clock.call_later(delay, lambda: self.tell_self(RestartChild(name)))
 
-    def _tell_self(self, message: Any) -> None:
+    def send_child(self, name: str, message: Any) -> bool:
+        """Tell child `name` (held while it restarts, or when it died just now and its
+        ChildFailed is on the way); False when there is no such child."""
+        if self.is_restarting(name):
+            self.hold(name, message)
+            return True
+        ref = self._refs.get(name)
+        if ref is None:
+            return False
         try:
-            self.actor_ref.tell(message)
+            ref.tell(message)
         except pykka.ActorDeadError:
-            pass
+            self.hold(name, message)
+        return True
 
     def _give_up(self, reason: str) -> None:
         self._given_up = True

@@ -4,6 +4,8 @@ Every LLM call is charged to its path as it returns (`charge`). A governed path 
 scheduled, goal, encoder) whose last 24 hours of tokens reached its budget has no room until
 the oldest of those calls is 24 hours old and frees enough; `frees_at` says when. The user path
 is counted, for metrics and the dashboard, but never governed. A budget of 0 turns a path off.
+Calls are kept a minute at a time (a day is at most 1,440 entries a path, however busy), so
+room frees up to a minute late, never early.
 
 What was spent is read back from the store at start (turns and the spending rows of background
 jobs that are not turns), so a restart does not reset a budget. Thread-safe: workers charge,
@@ -28,6 +30,7 @@ Path = Literal["user", "dmn", "scheduled", "goal", "encoder"]
 GOVERNED: tuple[Path, ...] = ("dmn", "scheduled", "goal", "encoder")
 PATHS: tuple[Path, ...] = ("user", *GOVERNED)
 WINDOW_S = 86_400.0
+BUCKET_S = 60.0  # calls within one minute are kept as one entry (at the latest's time)
 
 
 class Governor:
@@ -39,13 +42,14 @@ class Governor:
         self._clock = clock
         self._metrics = metrics
         self._lock = threading.Lock()
-        self._calls: dict[str, deque[tuple[float, int]]] = {p: deque() for p in PATHS}
+        # Per path, oldest first: [time of the latest call, tokens] of each minute with calls:
+        # a day is at most 1,440 entries however busy the path is.
+        self._calls: dict[str, deque[list[float]]] = {p: deque() for p in PATHS}
         self._used: dict[str, int] = dict.fromkeys(PATHS, 0)
         horizon = clock.time() - WINDOW_S
         for path, at, tokens in sorted(spent, key=lambda s: s[1]):
             if path in self._calls and at > horizon and tokens > 0:
-                self._calls[path].append((at, tokens))
-                self._used[path] += tokens
+                self._add(path, at, tokens)
         # A budget of 0 turns the path off: paused from the start, never "exhausted".
         self._paused: set[str] = {p for p in GOVERNED if self._budgets[p] == 0}
         for path in GOVERNED:
@@ -64,8 +68,7 @@ class Governor:
             return
         now = self._clock.time()
         with self._lock:
-            self._calls[path].append((now, tokens))
-            self._used[path] += tokens
+            self._add(path, now, tokens)
             used = self._expire(path, now)
         if path in self._budgets:
             self._metrics.budget_used.labels(path=path).set(used)
@@ -124,11 +127,20 @@ class Governor:
 
     # -- under the lock --
 
+    def _add(self, path: str, at: float, tokens: int) -> None:
+        calls = self._calls[path]
+        if calls and at // BUCKET_S == calls[-1][0] // BUCKET_S:
+            calls[-1][0] = max(at, calls[-1][0])
+            calls[-1][1] += tokens
+        else:
+            calls.append([at, tokens])
+        self._used[path] += tokens
+
     def _expire(self, path: str, now: float) -> int:
         calls = self._calls[path]
         horizon = now - WINDOW_S
         while calls and calls[0][0] <= horizon:
-            self._used[path] -= calls.popleft()[1]
+            self._used[path] -= int(calls.popleft()[1])
         return self._used[path]
 
     def _frees_at(self, path: str, now: float) -> float:
@@ -139,7 +151,7 @@ class Governor:
             return float("inf")
         used = self._used[path]
         for at, tokens in self._calls[path]:
-            used -= tokens
+            used -= int(tokens)
             if used < budget:
                 return at + WINDOW_S
         return now  # not reached: the calls add up to `used`

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from chalie.background.governor import WINDOW_S
 from chalie.edge.rest_base import ApiError, AuthedHandler
 from chalie.store import proactive_rows
-
-DAY_S = 86_400.0
 
 
 class SpendingHandler(AuthedHandler):
@@ -23,7 +22,7 @@ class SpendingHandler(AuthedHandler):
         governor = self.ctx.governor
         if governor is None:
             raise ApiError(503, "spending is not tracked on this server")
-        since = self.ctx.clock.time() - days * DAY_S
+        since = self.ctx.clock.time() - days * WINDOW_S
         by_day = await self.off_loop(lambda: proactive_rows.spending_by_day(self.ctx.read(),
                                                                             since))
         self.write_json({"paths": governor.report(), "by_day": by_day})
@@ -34,7 +33,7 @@ class ProactiveHandler(AuthedHandler):
         params = self.query_params("limit", "offset")
         limit = params.whole("limit", default=50, lo=1, hi=1000)
         offset = params.whole("offset", default=0, lo=0)
-        since = self.ctx.clock.time() - DAY_S
+        since = self.ctx.clock.time() - WINDOW_S
 
         def read() -> dict[str, Any]:
             conn = self.ctx.read()

@@ -12,8 +12,6 @@ import msgspec
 
 from chalie.store import memory_writes
 
-DAY_S = 86_400.0
-
 
 class ProactiveRow(msgspec.Struct, frozen=True):
     """A proactive message as composed, and what became of it (sent, deferred, suppressed)."""

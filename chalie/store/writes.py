@@ -53,6 +53,8 @@ def insert_turn(conn: apsw.Connection, t: TurnRecord, extras: Sequence[Op] = (),
         if op is not None:
             ops.append(op)
     memory_writes.insert_snapshots(conn, t.id, t.snapshots)
+    if not ops and not extras:
+        return Applied()
     return background_ops.apply(conn, (*ops, *extras), turn_id=t.id, now=t.finished_at)
 
 

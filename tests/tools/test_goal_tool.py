@@ -3,32 +3,18 @@ status read the stored goals and their steps, and a goal that is over cannot be 
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import apsw
 import pytest
 
-from chalie.clock import ManualClock
 from chalie.store import db, goal_rows
-from chalie.store.effects import CancelGoal, Effect, StartGoal
+from chalie.store.effects import CancelGoal, StartGoal
 from chalie.store.goal_rows import StepRow
 from chalie.tools.base import ToolContext, ToolOutcome
 from chalie.tools.goal import MAX_GOAL, RESULT_CHARS, GoalTool
 
 NOW = 1_700_000_000.0
-
-
-@pytest.fixture
-def context(writer: apsw.Connection, tmp_path: Path) -> Any:
-    """Build a ToolContext on the real store for a path, with pending effects."""
-    readers = db.Readers(db.db_path(tmp_path / "data"), busy_timeout_ms=2000)
-
-    def build(*pending: Effect, path: str = "user") -> ToolContext:
-        return ToolContext(channel="main", turn_id="turn-1", read=readers.get,
-                           clock=ManualClock(), pending=pending, path=path)
-
-    return build
 
 
 def run(ctx: ToolContext, **args: Any) -> ToolOutcome:

@@ -3,31 +3,17 @@ stores, marked with the path that opened it, and only a loop that is open can be
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import apsw
 import pytest
 
-from chalie.clock import ManualClock
 from chalie.store import db, proactive_rows
 from chalie.store.effects import CloseLoop, OpenLoop
 from chalie.tools.base import ToolContext, ToolOutcome
 from chalie.tools.memory import MAX_VALUE, MemoryTool
 
 NOW = 1_700_000_000.0
-
-
-@pytest.fixture
-def context(writer: apsw.Connection, tmp_path: Path) -> Any:
-    """Build a ToolContext on the real store for a path."""
-    readers = db.Readers(db.db_path(tmp_path / "data"), busy_timeout_ms=2000)
-
-    def build(path: str = "user") -> ToolContext:
-        return ToolContext(channel="main", turn_id="turn-1", read=readers.get,
-                           clock=ManualClock(), path=path)
-
-    return build
 
 
 def run(ctx: ToolContext, **args: Any) -> ToolOutcome:
@@ -47,7 +33,7 @@ def test_open_loop_gives_an_effect_marked_with_the_path(context: Any, writer: ap
                                                         path: str) -> None:
     """Opening a loop gives an OpenLoop effect, single-spaced, whose source is the path that
     ran the turn; nothing is stored yet."""
-    outcome = run(context(path), action="open_loop", value="  Ask how the\n interview went ")
+    outcome = run(context(path=path), action="open_loop", value="  Ask how the\n interview went ")
     assert outcome == ToolOutcome(text="open loop noted: Ask how the interview went",
                                   effects=(OpenLoop("Ask how the interview went", source=path),))
     assert writer.execute("SELECT count(*) FROM open_loops").fetchall() == [(0,)]

@@ -5,15 +5,13 @@ to fix, and list and cancel see both the stored schedules and this turn's own.""
 from __future__ import annotations
 
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import apsw
 import pytest
 
-from chalie.clock import ManualClock
 from chalie.store import db, schedule_rows
-from chalie.store.effects import CancelSchedule, CreateSchedule, Effect
+from chalie.store.effects import CancelSchedule, CreateSchedule
 from chalie.store.schedule_rows import ScheduleRow
 from chalie.tools.base import ToolContext, ToolOutcome
 from chalie.tools.schedule import ScheduleTool
@@ -24,18 +22,6 @@ HOUR = 3600.0
 
 def ts(text: str) -> float:
     return datetime.fromisoformat(text).timestamp()
-
-
-@pytest.fixture
-def context(writer: apsw.Connection, tmp_path: Path) -> Any:
-    """Build a ToolContext on the real store, at NOW, for a path, with pending effects."""
-    readers = db.Readers(db.db_path(tmp_path / "data"), busy_timeout_ms=2000)
-
-    def build(*pending: Effect, path: str = "user") -> ToolContext:
-        return ToolContext(channel="main", turn_id="turn-1", read=readers.get,
-                           clock=ManualClock(), pending=pending, path=path)
-
-    return build
 
 
 def run(ctx: ToolContext, zone: str = "UTC", **args: Any) -> ToolOutcome:
