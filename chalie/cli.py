@@ -1,10 +1,13 @@
 """`chalie serve [--config FILE]`: run the server until SIGINT/SIGTERM.
 `chalie snapshot TURN_ID [--config FILE] [--json]`: print the LLM requests of one turn.
+`chalie doctor [--config FILE]`: check that the configured server could work, a line a check.
 
 serve exits 0 after a clean stop, 1 when the actor tree gave up, 2 for a configuration error.
 snapshot exits 0 when it printed the turn, 1 when the turn or the database is not there (or
 cannot be read), 2 for a configuration error. It opens the database read-only, so it works
 while the server runs.
+doctor exits 0 when the server could work (warnings allowed), 1 when it could not, 2 for a
+configuration error; it writes nothing to the store (chalie/doctor.py).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import apsw
 import msgspec
 import structlog
 
-from chalie import logs
+from chalie import doctor, logs
 from chalie.config import Config, load_config
 from chalie.edge.rest_turns import not_kept, prompts_document
 from chalie.errors import ChalieError, ConfigError
@@ -42,6 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     snapshot.add_argument("--config", type=Path, help="TOML file merged over config/chalie.toml")
     snapshot.add_argument("--json", action="store_true",
                           help="print GET /api/turns/TURN_ID/prompts's JSON instead")
+    doctor_cmd = sub.add_parser("doctor", help="check that the configured server could work")
+    doctor_cmd.add_argument("--config", type=Path,
+                            help="TOML file merged over config/chalie.toml")
     args = parser.parse_args(argv)
     try:
         config = load_config(args.config, env=os.environ)
@@ -50,6 +56,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.command == "snapshot":
         return _snapshot(config, args.turn_id, as_json=args.json)
+    if args.command == "doctor":
+        # Its lines are the output; the log (what providers and MCP say on the way) is not.
+        logs.configure(config.log.format, "error", stream=sys.stderr)
+        return doctor.run(config, args.config)
     logs.configure(config.log.format, config.log.level)
     _raise_open_files_limit()
     try:

@@ -52,8 +52,41 @@ class AuthConfig(_Section, frozen=True):
     secure_cookie: bool
 
 
+Provider = Literal["openai", "anthropic", "llamacpp", "script"]
+JOBS = ("primary", "light")
+
+
+class LlmOverride(_Section, frozen=True):
+    """A job's (or a fallback's) own settings: each key it names replaces [llm]'s."""
+
+    provider: Provider | None = None
+    base_url: str | None = None
+    model: str | None = None
+    api_key: str | None = None
+    context_window: int | None = None
+    request_timeout_s: float | None = None
+    retries: int | None = None
+    retry_backoff_s: float | None = None
+    max_retry_after_s: float | None = None
+    stream: bool | None = None
+    tools: bool | None = None
+    vision: bool | None = None
+    max_tokens: int | None = None
+    anthropic_version: str | None = None
+    threads: int | None = None
+    script: str | None = None
+
+
+class LlmJob(LlmOverride, frozen=True):
+    """[llm.primary] or [llm.light]: overrides of [llm], and an optional fallback model."""
+
+    fallback: LlmOverride | None = None
+
+
 class LlmConfig(_Section, frozen=True):
-    provider: Literal["openai", "script"]
+    """[llm]: the model settings every job starts from. `job()` resolves one job's endpoint."""
+
+    provider: Provider
     base_url: str
     model: str
     api_key: str
@@ -61,7 +94,45 @@ class LlmConfig(_Section, frozen=True):
     request_timeout_s: float
     retries: int
     retry_backoff_s: float
+    max_retry_after_s: float
+    stream: bool
+    tools: bool
+    vision: bool
+    max_tokens: int
+    anthropic_version: str
+    threads: int
     script: str
+    primary: LlmJob = LlmJob()
+    light: LlmJob = LlmJob()
+
+    def job(self, name: str, *, fallback: bool = False) -> LlmConfig | None:
+        """The settings of job `name` ("primary" or "light"): [llm] with the job's own keys
+        over it, and for its fallback, the fallback's keys over those. None when a fallback is
+        asked for and the job has none."""
+        job: LlmJob = getattr(self, name)
+        layers: list[LlmOverride] = [job]
+        if fallback:
+            if job.fallback is None:
+                return None
+            layers.append(job.fallback)
+        values = {f: getattr(self, f) for f in _OVERRIDABLE}
+        for layer in layers:
+            values.update({f: v for f in _OVERRIDABLE if (v := getattr(layer, f)) is not None})
+        return LlmConfig(**values)
+
+    def key(self, job: str, field: str, *, fallback: bool = False) -> str:
+        """The config key a job's setting comes from, for messages that say what to change:
+        llm.primary.fallback.model, llm.light.base_url, or llm.api_key."""
+        section: LlmJob = getattr(self, job)
+        if fallback and section.fallback is not None \
+                and getattr(section.fallback, field) is not None:
+            return f"llm.{job}.fallback.{field}"
+        if getattr(section, field) is not None:
+            return f"llm.{job}.{field}"
+        return f"llm.{field}"
+
+
+_OVERRIDABLE = tuple(LlmOverride.__struct_fields__)
 
 
 class ActConfig(_Section, frozen=True):
@@ -197,6 +268,10 @@ class SupervisorConfig(_Section, frozen=True):
     within_s: float
 
 
+class ImagesConfig(_Section, frozen=True):
+    max_bytes: int
+
+
 class LogConfig(_Section, frozen=True):
     format: Literal["auto", "json", "console"]
     level: Literal["debug", "info", "warning", "error"]
@@ -220,6 +295,7 @@ class Config(_Section, frozen=True):
     goals: GoalsConfig
     governor: GovernorConfig
     supervisor: SupervisorConfig
+    images: ImagesConfig
     log: LogConfig
 
 
@@ -230,7 +306,8 @@ _FIELD_TYPES: dict[str, dict[str, Any]] = {
 
 _POSITIVE = {
     "server.max_frame_bytes", "server.shutdown_grace_s", "store.busy_timeout_ms",
-    "auth.session_days", "llm.context_window", "llm.request_timeout_s", "act.max_iterations",
+    "auth.session_days", "llm.context_window", "llm.request_timeout_s", "llm.max_tokens",
+    "images.max_bytes", "act.max_iterations",
     "act.timeout_s", "act.workers", "act.max_tool_result_chars", "supervisor.max_restarts",
     "supervisor.within_s", "server.ping_interval_s", "server.ping_misses",
     "act.compaction_threshold", "act.approval_timeout_s", "auth.max_failures", "auth.lockout_s",
@@ -249,7 +326,8 @@ _POSITIVE = {
     "goals.retry_backoff_s",
 }
 _NON_NEGATIVE = {
-    "llm.retries", "llm.retry_backoff_s", "act.history_turns", "supervisor.backoff_initial_s",
+    "llm.retries", "llm.retry_backoff_s", "llm.max_retry_after_s", "llm.threads",
+    "act.history_turns", "supervisor.backoff_initial_s",
     "supervisor.backoff_max_s", "memory.retrieval_decay", "memory.index_delay_s",
     "context.identity", "context.state", "context.memory", "context.tools", "context.history",
     "signals.min_salience", "dmn.boot_delay_s", "dmn.daily_cap", "scheduler.catch_up_s",
@@ -289,7 +367,13 @@ def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
         if not name.startswith(ENV_PREFIX) or "__" not in name:
             continue
         section, _, key = name[len(ENV_PREFIX):].partition("__")
-        out.setdefault(section.lower(), {})[key.lower()] = value
+        *tables, leaf = key.lower().split("__")
+        target = out.setdefault(section.lower(), {})
+        for table in tables:  # CHALIE_LLM__PRIMARY__FALLBACK__MODEL
+            target = target.setdefault(table, {})
+            if not isinstance(target, dict):
+                raise ConfigError(name, "names a key and a table of the same name")
+        target[leaf] = value
     return out
 
 
@@ -304,7 +388,28 @@ def _merge(
         for key, value in values.items():
             if key not in base[section]:
                 raise ConfigError(f"{section}.{key}", f"unknown key (from {source})")
+            if section == "llm" and key in JOBS:
+                base[section][key] = _merge_job(base[section][key], value, f"llm.{key}",
+                                                source=source, strict_types=strict_types)
+                continue
             base[section][key] = value if strict_types else _coerce_env(section, key, value)
+
+
+def _merge_job(base: dict[str, Any], over: Any, where: str, *, source: str,
+               strict_types: bool) -> dict[str, Any]:
+    """[llm.primary] / [llm.light] (and their `fallback` tables) over what is there already."""
+    if not isinstance(over, dict):
+        raise ConfigError(where, f"must be a table (from {source})")
+    merged = dict(base)
+    for key, value in over.items():
+        if key == "fallback" and where.count(".") == 1:
+            merged[key] = _merge_job(merged.get(key) or {}, value, f"{where}.fallback",
+                                     source=source, strict_types=strict_types)
+        elif key in _OVERRIDABLE:
+            merged[key] = value if strict_types else _coerce_env("llm", key, value)
+        else:
+            raise ConfigError(f"{where}.{key}", f"unknown key (from {source})")
+    return merged
 
 
 def _coerce_env(section: str, key: str, raw: str) -> Any:
@@ -381,9 +486,36 @@ def _convert(merged: dict[str, Any]) -> Config:
                           f"{config.dmn.channel!r}")
     if not config.dmn.timezone.strip():
         raise ConfigError("dmn.timezone", "an IANA zone name (e.g. Europe/London) or 'local'")
-    if config.llm.provider == "script" and not config.llm.script:
-        raise ConfigError("llm.script", "must name a script file when llm.provider = 'script'")
+    _check_llm(config.llm)
     return config
+
+
+def _check_llm(llm: LlmConfig) -> None:
+    """Every job's endpoint, and its fallback's, as it will be used."""
+    for job in JOBS:
+        for fallback in (False, True):
+            resolved = llm.job(job, fallback=fallback)
+            if resolved is None:
+                continue
+            for field in _OVERRIDABLE:
+                dotted, value = f"llm.{field}", getattr(resolved, field)
+                key = llm.key(job, field, fallback=fallback)
+                if dotted in _POSITIVE and value <= 0:
+                    raise ConfigError(key, f"must be greater than 0, got {value}")
+                if dotted in _NON_NEGATIVE and value < 0:
+                    raise ConfigError(key, f"must not be negative, got {value}")
+            if resolved.provider == "script" and not resolved.script:
+                raise ConfigError(llm.key(job, "script", fallback=fallback),
+                                  "must name a script file when the provider is 'script'")
+            if resolved.provider == "llamacpp" and not resolved.model.strip():
+                raise ConfigError(llm.key(job, "model", fallback=fallback),
+                                  "must be the path of a GGUF file when the provider is "
+                                  "'llamacpp'")
+            if resolved.provider in ("openai", "anthropic") and not resolved.base_url \
+                    .startswith(("http://", "https://")):
+                raise ConfigError(llm.key(job, "base_url", fallback=fallback),
+                                  f"must be an http:// or https:// URL, got "
+                                  f"{resolved.base_url!r}")
 
 
 def _check_mcp(mcp: McpConfig) -> None:

@@ -8,9 +8,10 @@
      │                       scheduled run stored already): its transaction is rolled back
      ├─ LlmError             an LLM request failed; `recoverable` says whether a retry may work
      │   ├─ LlmUnavailable   could not connect, or the request timed out
-     │   ├─ LlmHttpError     the server answered with an HTTP error status
-     │   └─ LlmBadResponse   the answer was not a chat completion we can read
-     │       └─ StructuredOutputError  the answer was not JSON of the schema the request asked for
+     │   ├─ LlmHttpError     the server answered with an HTTP error status (`kind` classes it)
+     │   ├─ LlmBadResponse   the answer was not a chat completion we can read
+     │   │   └─ StructuredOutputError  the answer was not JSON of the schema the request asked for
+     │   └─ LlmJobFailed     every model of a job failed; says what to change (chalie/llm/route.py)
      ├─ EmbedError           texts could not be embedded (server down, bad answer, no extra)
      └─ InterfaceError       a paired interface failed a call or answered outside the contract
                              (defined in chalie/interfaces/errors.py, beside its checks)
@@ -63,14 +64,44 @@ class LlmUnavailable(LlmError):
 
 
 class LlmHttpError(LlmError):
-    """The LLM server answered with an error status."""
+    """The LLM server answered with an error status.
 
-    def __init__(self, status: int, body: str) -> None:
-        # 4xx other than 408/429 means the request or the credentials are wrong: retrying the
-        # same turn will not help until the configuration changes.
-        transient = status in (408, 429) or status >= 500
-        super().__init__(f"LLM server answered HTTP {status}: {body[:200]}", recoverable=transient)
+    `kind` classes it: "auth" (401/403: the key), "not_found" (404: the model or the path),
+    "context" (the prompt is longer than the model takes), "rate_limited" (429; `retry_after_s`
+    is the server's Retry-After, if it sent one), "server" (408, 5xx), "client" (any other
+    4xx: the request or the settings are wrong, and retrying will not help). `detail` is the
+    server's own message, taken from its error body where it has the usual shape."""
+
+    def __init__(self, status: int, body: str, *, retry_after_s: float | None = None,
+                 detail: str | None = None) -> None:
         self.status = status
+        self.body = body
+        self.retry_after_s = retry_after_s
+        self.detail = (detail if detail is not None else body).strip()[:300]
+        self.kind = _http_kind(status, self.detail)
+        super().__init__(f"HTTP {status}: {self.detail or '(no body)'}",
+                         recoverable=self.kind in ("rate_limited", "server"))
+
+
+_CONTEXT_WORDS = ("context length", "context size", "context_length", "context window",
+                  "maximum context", "too many tokens", "prompt is too long", "too long",
+                  "exceeds the context")
+
+
+def _http_kind(status: int, detail: str) -> str:
+    lowered = detail.lower()
+    if status == 429:
+        return "rate_limited"
+    if status == 408 or status >= 500:
+        return "server"
+    if status in (401, 403):
+        return "auth"
+    if status in (400, 413) and any(w in lowered for w in _CONTEXT_WORDS):
+        return "context"
+    if status == 404 or (status == 400 and "model" in lowered and (
+            "not found" in lowered or "does not exist" in lowered or "unknown" in lowered)):
+        return "not_found"
+    return "client"
 
 
 class LlmBadResponse(LlmError):
@@ -79,6 +110,16 @@ class LlmBadResponse(LlmError):
 
 class StructuredOutputError(LlmBadResponse):
     """A reply that had to be JSON of a given schema was not; the message says where."""
+
+
+class LlmJobFailed(LlmError):
+    """Every model of a job (its own, then its fallback) failed one request. The message is for
+    the person: which provider, the address it tried, what went wrong and the setting to
+    change. `cause` is the first model's error."""
+
+    def __init__(self, message: str, cause: LlmError) -> None:
+        super().__init__(message, recoverable=cause.recoverable)
+        self.cause = cause
 
 
 class EmbedError(ChalieError):

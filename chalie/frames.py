@@ -133,7 +133,24 @@ Frame = (
     | ImageReady
 )
 
+class MessageDelta(msgspec.Struct, frozen=True, kw_only=True, tag="message_delta",
+                   tag_field="type", omit_defaults=True):
+    """A piece of the answer's text as the model writes it: ephemeral, so it has no `seq`, is
+    never logged and never replayed; the `message` frame that follows is the answer. The texts
+    of an exchange's deltas concatenate to that message's text. `reset`: the text so far was
+    not the answer after all (the model went on to call a tool, or the person steered):
+    start again from this delta's text."""
+
+    exchange_id: str
+    text: str
+    reset: bool = False
+
+
 _encode = msgspec.json.Encoder().encode
+
+
+def encode_live(frame: MessageDelta) -> str:
+    return _encode(frame).decode()
 
 
 def frame_type(frame: Frame) -> str:

@@ -25,6 +25,20 @@ class Metrics:
         self.llm_calls = Counter(
             "chalie_llm_calls", "LLM requests, by result (ok or error).", ["result"], registry=r
         )
+        self.llm_attempts = Counter(
+            "chalie_llm_attempts",
+            "Attempts at one LLM request (retries and fallbacks included), by provider, model "
+            "and outcome (ok, unreachable, server_error, rate_limited, auth, not_found, context, "
+            "client_error, bad_response).",
+            ["provider", "model", "outcome"],
+            registry=r,
+        )
+        self.llm_fallbacks = Counter(
+            "chalie_llm_fallbacks",
+            "Requests a job's fallback model answered (or tried) because its model failed.",
+            ["job"],
+            registry=r,
+        )
         self.llm_tokens = Counter(
             "chalie_llm_tokens",
             "Tokens the LLM reported (or that were estimated), by kind (prompt or completion).",

@@ -12,3 +12,8 @@ class Outbox(Protocol):
         `again`: the frames were pushed before and go out once more even to sockets that had
         them (a client retrying a message gets its answer; clients de-duplicate by seq)."""
         ...
+
+    def live(self, channel: str, frame: str) -> None:
+        """Deliver an ephemeral frame (no seq, not logged: `message_delta`) to the sockets of
+        `channel` open now; callable from any thread, in order with `push`."""
+        ...

@@ -42,7 +42,7 @@ from chalie.edge.hub import SocketHub
 from chalie.edge.subscriptions import Subscriptions
 from chalie.interfaces.board import InterfaceBoard
 from chalie.interfaces.client import InterfaceClient
-from chalie.llm.factory import build_provider
+from chalie.llm.factory import build_models, single
 from chalie.llm.types import LlmProvider
 from chalie.memory.context import ContextSettings
 from chalie.memory.embedders import Embedder, build_embedder
@@ -87,9 +87,11 @@ class Server:
         self.config = config
         self.clock = clock or SystemClock()
         self.metrics = metrics or Metrics()
-        self.provider = provider or build_provider(config.llm)
-        self.embedder = embedder or build_embedder(config.memory, config.llm)
         self.prompts = Prompts.load()
+        self.models = (single(provider, config.llm, self.metrics) if provider is not None
+                       else build_models(config.llm, self.prompts, self.metrics))
+        self._check_models = provider is None  # a given provider is the caller's to check
+        self.embedder = embedder or build_embedder(config.memory, config.llm)
         self.directory = Directory()
         self.port = 0
         self.generated_password: str | None = None
@@ -112,8 +114,9 @@ class Server:
     def db_path(self) -> Path:
         return db.db_path(self.config.store.path)
 
-    async def start(self) -> int:
-        """Open the store, start the actors, listen; returns the port. Call on the IOLoop."""
+    def _open_store(self) -> int:
+        """Ready the store (password, interrupted turns, the embedding space, what the last
+        day spent); the embedding space's id."""
         store = self.config.store
         conn = db.open_writer(
             store.path, busy_timeout_ms=store.busy_timeout_ms, synchronous=store.synchronous
@@ -127,6 +130,12 @@ class Server:
                                                                 self.metrics)
         finally:
             conn.close()
+        return space_id
+
+    async def start(self) -> int:
+        """Open the store, start the actors, listen; returns the port. Call on the IOLoop."""
+        store = self.config.store
+        space_id = self._open_store()
         log.info("memory", embedder=self.embedder.kind, space=self.embedder.space,
                  space_id=space_id)
         loop = IOLoop.current()
@@ -144,12 +153,15 @@ class Server:
         self.metrics.watch_goals(lambda: goal_rows.counts(readers.get()))
         recall = Recall(embedder=self.embedder, space_id=space_id, config=memory,
                         clock=self.clock, metrics=self.metrics)
+        primary = self.config.llm.job("primary")
+        assert primary is not None
         deps = SessionDeps(
-            provider=self.provider,
+            provider=self.models.primary,
+            light=self.models.light,
             tools=programs.catalog,
             prompts=self.prompts,
             act=self.config.act,
-            llm=self.config.llm,
+            llm=primary,
             store=self.config.store,
             read=readers.get,
             clock=self.clock,
@@ -158,7 +170,7 @@ class Server:
             metrics=self.metrics,
             recall=recall,
             context=ContextSettings(
-                context_window=self.config.llm.context_window,
+                context_window=primary.context_window,
                 reply_reserve=self.config.context.reply_reserve,
                 shares={n: getattr(self.config.context, n) for n in CONTEXT_SHARES},
                 history_turns=self.config.act.history_turns,
@@ -168,8 +180,9 @@ class Server:
             governor=self.governor,
         )
         encoder_deps = EncoderDeps(
-            provider=self.provider, prompts=self.prompts, embedder=self.embedder,
-            space_id=space_id, memory=memory, llm=self.config.llm, read=readers.get,
+            provider=self.models.light, prompts=self.prompts, embedder=self.embedder,
+            space_id=space_id, memory=memory, llm=self.config.llm.job("light") or primary,
+            read=readers.get,
             clock=self.clock, pool=self._background, directory=self.directory,
             metrics=self.metrics, governor=self.governor,
         )
@@ -242,6 +255,7 @@ class Server:
             prompts=self.prompts,
             governor=self.governor,
             default_zone=server_paths.default_zone(self.config),
+            models=self.models,
         ))
         sockets = tornado.netutil.bind_sockets(
             self.config.server.port, self.config.server.host, family=socket.AF_INET
@@ -252,6 +266,8 @@ class Server:
         rows = await asyncio.get_running_loop().run_in_executor(
             None, lambda: interface_rows.subscriptions(readers.get()))
         programs.subscriptions.start(rows)
+        if self._check_models:
+            self.models.check()
         return self.port
 
     def _other_programs(self) -> OtherPrograms:
@@ -361,7 +377,7 @@ class Server:
         if self._http_out is not None:
             self._http_out.close()
             self._http_out = None
-        self.provider.close()
+        self.models.close()
         self.embedder.close()
         log.info("stopped")
 

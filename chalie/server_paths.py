@@ -63,7 +63,8 @@ def deps(session: SessionDeps, config: Config, *, pool: Executor, governor: Gove
         read=session.read, clock=session.clock, pool=pool, directory=session.directory,
         metrics=session.metrics, catalog=session.tools, context=session.context,
         governor=governor, attention=attention, channel=config.dmn.channel,
-        recall=session.recall, world=session.world)
+        recall=session.recall, world=session.world, light=session.light,
+        light_llm=config.llm.job("light"))
 
 
 def default_zone(config: Config) -> str:

@@ -49,24 +49,27 @@ def _stop_actors() -> Iterator[None]:
 
 
 def write_config(directory: Path, sections: dict[str, dict[str, Any]]) -> Path:
-    """A TOML file with `sections` (str, int, float, bool and lists of str)."""
+    """A TOML file with `sections` (str, int, float, bool, lists of str, and dicts as inline
+    tables: {"llm": {"light": {"model": "small"}}} is [llm.light]'s model)."""
     lines = []
     for section, values in sections.items():
         lines.append(f"[{section}]")
-        for key, value in values.items():
-            if isinstance(value, bool):
-                lines.append(f"{key} = {'true' if value else 'false'}")
-            elif isinstance(value, (list, tuple)):
-                items = ", ".join('"' + str(v).replace('"', '\\"') + '"' for v in value)
-                lines.append(f"{key} = [{items}]")
-            elif isinstance(value, str):
-                escaped = value.replace("\\", "\\\\").replace('"', '\\"')
-                lines.append(f'{key} = "{escaped}"')
-            else:
-                lines.append(f"{key} = {value!r}")
+        lines.extend(f"{key} = {_toml(value)}" for key, value in values.items())
     path = directory / "chalie-test.toml"
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml(str(v)) for v in value) + "]"
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + "}"
+    return repr(value)
 
 
 @pytest.fixture

@@ -263,3 +263,42 @@ def test_the_notify_channel_must_be_a_channel_name(tmp_path: Path) -> None:
     """interfaces.notify_channel is checked like a /ws channel."""
     error = _config_error(tmp_path, {"interfaces": {"notify_channel": "no spaces"}})
     assert error.key == "interfaces.notify_channel"
+
+
+# --- the models' jobs ---------------------------------------------------------------------------
+
+def test_llm_keys_still_set_every_job_and_environment_reaches_a_job(tmp_path: Path) -> None:
+    """CHALIE_LLM__MODEL sets both jobs; CHALIE_LLM__LIGHT__MODEL only the light one."""
+    config = load_config(None, env={"CHALIE_LLM__MODEL": "big",
+                                    "CHALIE_LLM__LIGHT__MODEL": "small",
+                                    "CHALIE_LLM__PRIMARY__FALLBACK__MAX_TOKENS": "512"})
+    primary, light = config.llm.job("primary"), config.llm.job("light")
+    assert primary is not None
+    assert light is not None
+    assert (primary.model, light.model) == ("big", "small")
+    fallback = config.llm.job("primary", fallback=True)
+    assert fallback is not None
+    assert (fallback.model, fallback.max_tokens) == ("big", 512)
+    assert config.llm.job("light", fallback=True) is None
+
+
+def test_an_unknown_key_in_a_job_is_refused_by_its_dotted_name(tmp_path: Path) -> None:
+    """[llm.primary] modle = ... names llm.primary.modle; in a fallback, its own path."""
+    assert _config_error(tmp_path, {"llm": {"primary": {"modle": "x"}}}).key == \
+        "llm.primary.modle"
+    error = _config_error(tmp_path, {"llm": {"light": {"fallback": {"urls": "x"}}}})
+    assert error.key == "llm.light.fallback.urls"
+
+
+def test_a_jobs_bad_value_names_the_key_it_was_set_under(tmp_path: Path) -> None:
+    """A non-positive context window set for the light job names llm.light.context_window."""
+    error = _config_error(tmp_path, {"llm": {"light": {"context_window": 0}}})
+    assert error.key == "llm.light.context_window"
+
+
+def test_llamacpp_needs_a_model_file_and_http_providers_a_url(tmp_path: Path) -> None:
+    """provider = llamacpp with an empty model, or anthropic with a base_url that is no URL."""
+    error = _config_error(tmp_path, {"llm": {"primary": {"provider": "llamacpp", "model": ""}}})
+    assert error.key == "llm.primary.model"
+    error = _config_error(tmp_path, {"llm": {"provider": "anthropic", "base_url": "api"}})
+    assert error.key == "llm.base_url"

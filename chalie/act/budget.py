@@ -17,6 +17,9 @@ _encode = msgspec.json.encode
 _tools_chars: tuple[object, int] = ((), 2)  # the last tool list measured, and its size
 
 
+IMAGE_TOKENS = 1000  # what an image costs a vision model, roughly (OpenAI: 85-1105; Claude ~1600)
+
+
 def raw_estimate(request: ChatRequest) -> int:
     global _tools_chars  # noqa: PLW0603  (a one-entry cache: every call of a turn has one list)
     tools, chars = _tools_chars
@@ -24,7 +27,8 @@ def raw_estimate(request: ChatRequest) -> int:
         chars = len(_encode([[t.name, t.description, t.parameters] for t in request.tools]))
         _tools_chars = (request.tools, chars)
     text = len(request.system) + sum(len(m.content) for m in request.messages) + chars
-    return max(1, (text + 3) // 4) if text else 0
+    images = sum(len(m.images) for m in request.messages) * IMAGE_TOKENS
+    return (max(1, (text + 3) // 4) if text else 0) + images
 
 
 class PromptBudget:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import msgspec
 
 from chalie.act.prompts import Prompts
-from chalie.llm.types import ChatRequest, ChatResponse, Message, ToolCall, ToolSpec
+from chalie.llm.types import ChatRequest, ChatResponse, Image, Message, ToolCall, ToolSpec
 from chalie.store.effects import Effect
 from chalie.store.queries import HistoryLine
 
@@ -115,6 +115,8 @@ class ActLoop:
         self._forced = False
         self._compacted = 0  # trail items the pending compaction request covers
         self._history_text: tuple[tuple[HistoryLine, ...], bool, str] | None = None
+        self.images: tuple[Image, ...] = ()  # the person's images: every request carries them
+        self._repeated: tuple[ToolCall, ...] = ()  # calls dropped as repeats, not yet answered
 
     @property
     def system(self) -> str:
@@ -128,6 +130,9 @@ class ActLoop:
     # -- requests --
 
     def request(self) -> ChatRequest:
+        for call in self._repeated:  # every call the model asked for is answered, run or not
+            self.skip(call, "repeated", times=REPEAT_LIMIT - 1)
+        self._repeated = ()
         trail = self.render_trail()
         if self.answer_forced:
             trail = f"{trail}\n\n{self._prompts.render('act_final')}"
@@ -143,7 +148,8 @@ class ActLoop:
             trail=trail,
         )
         tools = () if self.answer_forced else self._tools
-        return ChatRequest(system=self._system, messages=(Message("user", user),), tools=tools)
+        return ChatRequest(system=self._system, messages=(Message("user", user, self.images),),
+                           tools=tools)
 
     def trail_summary_request(self) -> ChatRequest:
         """Compaction stage 1: ask for one summary of the trail."""
@@ -173,9 +179,10 @@ class ActLoop:
             return Answer(response.text.strip())
         self.iteration += 1
         runnable: list[ToolCall] = []
-        for call in response.tool_calls:
+        for n, call in enumerate(response.tool_calls):
             if self._would_repeat(call, runnable):
                 self._forced = True
+                self._repeated = response.tool_calls[n:]  # answered after the others ran
                 break
             runnable.append(call)
         return Calls(tuple(runnable))

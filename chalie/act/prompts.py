@@ -26,6 +26,9 @@ _EXPECTED: dict[str, frozenset[str]] = {
                       "goals", "trigger", "nothing"}),
     "goal_step": frozenset({"identity", "state", "world", "memory", "history", "trail",
                             "goal", "plan", "step_id", "step", "last"}),
+    "tools_in_prompt": frozenset({"system", "tools"}),
+    "doctor_tool": frozenset({"word"}),
+    "doctor_structured": frozenset({"word", "number"}),
 }
 
 
@@ -52,6 +55,7 @@ _FRAGMENTS: dict[str, frozenset[str]] = {
     "reason_steered": frozenset(), "reason_redirected": frozenset(),
     "reason_denied": frozenset(), "reason_expired": frozenset({"seconds"}),
     "reason_blocked": frozenset({"name"}), "reason_unattended": frozenset({"name"}),
+    "reason_repeated": frozenset({"times"}),
     "encoding_line": frozenset({"n", "who", "time", "text"}),
     "encoding_person": frozenset(), "encoding_assistant": frozenset(),
     "encoding_retry": frozenset({"error"}),

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import msgspec
 
-from chalie.llm.types import ChatRequest
+from chalie.llm.types import ChatRequest, Message
 from chalie.store.memory_writes import SnapshotRow
 
 _encode = msgspec.json.encode
@@ -29,11 +29,18 @@ def snapshot(request: ChatRequest, *, call: int, purpose: str, now: float) -> Sn
         call=call,
         purpose=purpose,
         system=request.system,
-        messages=_encode([{"role": m.role, "content": m.content}
-                          for m in request.messages]).decode(),
+        messages=_encode([_message(m) for m in request.messages]).decode(),
         tools=encoded,
         response_format=None if request.response_format is None else _encode(
             {"name": request.response_format.name,
              "schema": request.response_format.schema}).decode(),
         created_at=now,
     )
+
+
+def _message(m: Message) -> dict[str, object]:
+    """A message as kept: an image by its type and size, never its bytes."""
+    out: dict[str, object] = {"role": m.role, "content": m.content}
+    if m.images:
+        out["images"] = [{"media_type": i.media_type, "bytes": len(i.data)} for i in m.images]
+    return out

@@ -77,6 +77,7 @@ class _InputsFailed(msgspec.Struct, frozen=True, tag=True):
 
 class Dmn(PathActor):
     path = "dmn"
+    light_model = True
 
     def __init__(self, link: Link | None, *, deps: PathDeps, config: DmnConfig) -> None:
         super().__init__(link, deps=deps, tools=ToolView(deps.catalog, allow=TOOLS))

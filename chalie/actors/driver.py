@@ -17,7 +17,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import apsw
 import msgspec
@@ -35,7 +35,15 @@ from chalie.actors.messages import (
 from chalie.actors.turn import Approval, Turn
 from chalie.actors.work import Work
 from chalie.clock import Clock, Timer
-from chalie.frames import ActNarration, Escalation, Frame, Stage, Status
+from chalie.frames import (
+    ActNarration,
+    Escalation,
+    Frame,
+    ImageReady,
+    MessageDelta,
+    Stage,
+    Status,
+)
 from chalie.llm.types import ChatRequest, ChatResponse, ToolCall
 from chalie.store.records import Outcome, StoredCompaction
 from chalie.tools.base import ToolContext, ToolSource
@@ -77,6 +85,38 @@ class DriverDeps:
     approval_timeout_s: float
     recall: Recall | None = None
     governor: Governor | None = None
+    live: Callable[[MessageDelta], None] | None = None  # message_delta frames to the person
+
+
+class DeltaStream:
+    """One LLM call's text as `message_delta` frames, as the provider streams it (on the
+    worker thread). Leading and trailing whitespace never goes out, so an exchange's deltas
+    concatenate to exactly the answer the `message` frame carries (which is stripped).
+    `reset` marks the first delta when earlier deltas of the turn were not the answer."""
+
+    def __init__(self, exchange_id: str, send: Callable[[MessageDelta], None], *,
+                 reset: bool) -> None:
+        self._exchange_id = exchange_id
+        self._send = send
+        self._reset = reset
+        self._started = False
+        self._held = ""  # whitespace that goes out only if more text follows it
+        self.sent = False
+
+    def __call__(self, text: str) -> None:
+        if not self._started:
+            text = text.lstrip()
+            if not text:
+                return
+            self._started = True
+        body = text.rstrip()
+        if not body:
+            self._held += text
+            return
+        out, self._held = self._held + body, text[len(body):]
+        self._send(MessageDelta(exchange_id=self._exchange_id, text=out, reset=self._reset))
+        self._reset = False
+        self.sent = True
 
 
 @dataclass(frozen=True)
@@ -159,6 +199,7 @@ class TurnDriver:
         if turn.approval is not None:
             turn.approval.timer.cancel()
         elapsed = self._d.clock.monotonic() - turn.received_at
+        self._images_ready(turn, "failed")
         self.turn = None
         self._d.work.metrics.path_turns.labels(path=self.policy.path, outcome=outcome).inc()
         self._host.turn_ended(Ending(turn, outcome, elapsed, text, error, recoverable, paused))
@@ -194,14 +235,22 @@ class TurnDriver:
         turn.snap(request, "act", d.clock.time())
         turn_id, timeout = turn.id, min(remaining, d.request_timeout_s)
         work = d.work
+        stream = None
+        if self.policy.attended and d.live is not None:
+            stream = DeltaStream(turn_id, d.live, reset=turn.streamed)
+            turn.delta_stream = stream
 
         def job() -> Any:
-            return LlmReturned(turn_id, work.call_llm(request, timeout))
+            return LlmReturned(turn_id, work.call_llm(request, timeout, on_text=stream))
 
         self._submit(job)
 
     def _on_llm(self, response: ChatResponse) -> None:
         turn = self._require()
+        stream, turn.delta_stream = turn.delta_stream, None
+        if stream is not None and stream.sent:
+            turn.streamed = True  # until it proves to be the answer: then the turn ends
+        self._images_ready(turn, "success")
         if turn.in_flight is not None:
             turn.budget.calibrate(turn.in_flight, response.usage)
         if turn.steered_in_flight:
@@ -390,7 +439,8 @@ class TurnDriver:
         turn_id, timeout, work = turn.id, min(remaining, self._d.request_timeout_s), self._d.work
 
         def job() -> Any:
-            return CompactionReturned(turn_id, stage, work.call_llm(side, timeout), tokens)
+            return CompactionReturned(turn_id, stage, work.call_llm(side, timeout, light=True),
+                                      tokens)
 
         self._submit(job)
         return True
@@ -417,6 +467,13 @@ class TurnDriver:
         self.ask()
 
     # -- plumbing --
+
+    def _images_ready(self, turn: Turn, status: Literal["success", "failed"]) -> None:
+        """The model answered a request with the turn's images (success), or the turn ended
+        before one did (failed): one image_ready frame for each, once."""
+        if turn.image_ids and self.policy.attended:
+            self._host.show(*(ImageReady(image_id=i, status=status) for i in turn.image_ids))
+        turn.image_ids = ()
 
     def _require(self) -> Turn:
         assert self.turn is not None, "no turn is running"

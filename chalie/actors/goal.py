@@ -204,7 +204,7 @@ class Goal(PathActor):
                 request = ChatRequest(system="", messages=(Message("user", body),),
                                       response_format=plans.FORMAT)
                 snaps.append(snapshot(request, call=attempt, purpose="plan", now=clock.time()))
-                response = work.call_llm(request, timeout)
+                response = work.call_llm(request, timeout, light=True)
                 tokens += response.usage.total_tokens
                 calls += 1
                 try:

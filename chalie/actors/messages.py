@@ -7,7 +7,7 @@ from typing import Any
 import msgspec
 
 from chalie.frames import Frame
-from chalie.llm.types import ChatResponse
+from chalie.llm.types import ChatResponse, Image
 from chalie.memory.context import TurnContext
 from chalie.store.background_ops import Op
 from chalie.store.effects import RememberFact
@@ -52,6 +52,7 @@ class UserMessage(_Msg, frozen=True):
     client_id: str | None = None
     notify_channel: str | None = None  # an interface's message: the answer also goes here
     topic: str | None = None  # as a `notification` frame with this topic
+    image_ids: tuple[str, ...] = ()  # images uploaded with POST /api/images, for the model
 
 
 class FrameRejected(_Msg, frozen=True):
@@ -65,6 +66,8 @@ class ContextReady(_Msg, frozen=True):
 
     turn_id: str
     context: TurnContext
+    images: tuple[Image, ...] = ()  # the turn's images, as the store has them
+    missing_images: tuple[str, ...] = ()  # image ids the store has no image for
 
 
 class LlmReturned(_Msg, frozen=True):
@@ -189,6 +192,15 @@ class ToGoal(_Msg, frozen=True):
 class AppendFrames(_Msg, frozen=True):
     channel: str
     frames: tuple[Frame, ...]
+
+
+class PushLive(_Msg, frozen=True):
+    """An ephemeral frame (`message_delta`, encoded): pushed, never logged. It goes through the
+    StoreWriter only so it reaches the sockets in order with the frames logged before it (the
+    narration of the tool call before the answer's text)."""
+
+    channel: str
+    frame: str
 
 
 class CommitTurn(_Msg, frozen=True):

@@ -13,7 +13,7 @@ import abc
 import uuid
 from collections.abc import Callable
 from concurrent.futures import Executor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -74,19 +74,24 @@ class PathDeps:
     channel: str  # the person's channel: proactive messages, `task` frames (dmn.channel)
     recall: Recall
     world: WorldBoard | None = None
+    light: LlmProvider | None = None  # the light job's model; None: `provider`
+    light_llm: LlmConfig | None = None  # its settings; None: `llm`
 
 
 class PathActor(SupervisedActor, abc.ABC):
     """A background path's actor, host of its TurnDriver."""
 
     path: str = ""
+    light_model: bool = False  # the path's turns run on the light job's model (the DMN's do)
 
     def __init__(self, link: Link | None, *, deps: PathDeps, tools: ToolSource) -> None:
         super().__init__(link)
+        if self.light_model and deps.light is not None:
+            deps = replace(deps, provider=deps.light, llm=deps.light_llm or deps.llm)
         self._deps = deps
         self._tools = tools
         self._work = Work(deps.pool, deps.provider, deps.metrics, path=self.path,
-                          governor=deps.governor)
+                          governor=deps.governor, light=deps.light)
         self._driver = TurnDriver(
             host=self, policy=Policy(self.path, attended=False, governed=True),
             deps=DriverDeps(

@@ -44,6 +44,7 @@ from chalie.actors.messages import (
     LlmFailed,
     LlmReturned,
     PersonActive,
+    PushLive,
     RepushExchange,
     SaveCheckpoint,
     Steer,
@@ -60,14 +61,14 @@ from chalie.actors.work import Work
 from chalie.background.governor import Governor
 from chalie.clock import Clock, Timer
 from chalie.config import ActConfig, LlmConfig, StoreConfig
-from chalie.frames import Done, Error, Frame, Notification, Status
+from chalie.frames import Done, Error, Frame, MessageDelta, Notification, Status, encode_live
 from chalie.llm.types import LlmProvider, ToolCall
 from chalie.memory import context
-from chalie.memory.context import NAME_KEY, ContextSettings, TurnContext
+from chalie.memory.context import NAME_KEY, ContextSettings
 from chalie.memory.identity import NameStatement, acknowledgement, read_name
 from chalie.memory.recall import Recall
 from chalie.metrics import Metrics
-from chalie.store import queries
+from chalie.store import image_rows, queries
 from chalie.store.effects import RememberFact
 from chalie.tools.base import ToolSource
 from chalie.world.signals import WorldBoard
@@ -99,6 +100,7 @@ class SessionDeps:
     context: ContextSettings
     world: WorldBoard | None = None  # signals for the prompt's world-state section
     governor: Governor | None = None  # counts the person's tokens too (it never limits them)
+    light: LlmProvider | None = None  # the light job's model (compaction); None: `provider`
 
 
 class Session(SupervisedActor):
@@ -114,12 +116,13 @@ class Session(SupervisedActor):
         self._storing_timer: Timer | None = None
         self._token_ratio = 1.0  # real tokens per estimated token, learned from each turn
         work = Work(deps.pool, deps.provider, deps.metrics, path="user",
-                    governor=deps.governor)
+                    governor=deps.governor, light=deps.light)
         self._work = work
         self._driver = TurnDriver(host=self, policy=POLICY, deps=DriverDeps(
             work=work, tools=deps.tools, clock=deps.clock, read=deps.read, channel=channel,
             request_timeout_s=deps.llm.request_timeout_s,
             approval_timeout_s=deps.act.approval_timeout_s, recall=deps.recall,
+            live=_live_sender(deps.directory, channel),
         ))
         self._backstop = Backstop(self, channel=channel, deps=deps, work=work)
 
@@ -154,8 +157,8 @@ class Session(SupervisedActor):
             case (CompactionReturned(stage="backstop") | LlmFailed(turn_id="backstop")
                   | BackstopChecked()):
                 self._backstop.done()
-            case ContextReady(turn_id=tid, context=ctx) if self._driver.owns(tid):
-                self._on_context(ctx)
+            case ContextReady(turn_id=tid) if self._driver.owns(tid):
+                self._on_context(message)
             case TurnStored(turn_id=tid) | TurnStoreFailed(turn_id=tid) if (
                 self._storing and tid == self._storing[0]
             ):
@@ -259,6 +262,7 @@ class Session(SupervisedActor):
             source="action" if action else request.source,  # type: ignore[union-attr]
             client_id=request.client_id, is_action=action, request=request,
             history_upto=upto,
+            image_ids=request.image_ids if isinstance(request, UserMessage) else (),
         ))
         if isinstance(request, ActionRequest):
             self._run_action(request)
@@ -324,21 +328,32 @@ class Session(SupervisedActor):
         pending = tuple(e for e in turn.effects if isinstance(e, RememberFact))
         ratio = self._token_ratio
         world = d.world.top() if d.world is not None else []
+        image_ids = turn.image_ids
 
         def job() -> Any:
+            conn = d.read()
+            images, missing = image_rows.load(conn, image_ids) if image_ids else ((), [])
             built = context.build(
-                d.read(), channel=channel, text=text, recall=d.recall, prompts=d.prompts,
+                conn, channel=channel, text=text, recall=d.recall, prompts=d.prompts,
                 system=system, tools=tools, settings=d.context, token_ratio=ratio,
                 pending=pending, world=world,
             )
             log.info("context_ready", recalled=len(built.recalled), tokens=built.tokens,
-                     degraded=built.degraded)
-            return ContextReady(turn_id, built)
+                     degraded=built.degraded, images=len(images))
+            return ContextReady(turn_id, built, images, tuple(missing))
 
         self._work.submit(job, turn_id=turn_id, reply=self.tell_self)
 
-    def _on_context(self, ctx: TurnContext) -> None:
+    def _on_context(self, ready: ContextReady) -> None:
         turn = self._require_turn()
+        if ready.missing_images:
+            turn.image_ids = ()
+            unknown = ", ".join(repr(i) for i in ready.missing_images)
+            self._driver.finish("error", error=f"image_ids: no image {unknown} (upload it with "
+                                "POST /api/images first)", recoverable=False)
+            return
+        turn.loop.images = ready.images
+        ctx = ready.context
         turn.loop.use_context(identity=ctx.identity, state=ctx.state, memory=ctx.memory,
                               history=ctx.history, tools=ctx.tools, world=ctx.world)
         turn.history_upto = ctx.history_upto
@@ -425,6 +440,16 @@ class Session(SupervisedActor):
 
     def _to_writer(self, message: Any) -> None:
         self._deps.directory.tell("store_writer", message)
+
+
+def _live_sender(directory: Directory, channel: str) -> Callable[[MessageDelta], None]:
+    """How the turn's message_delta frames reach the channel's sockets: through the
+    StoreWriter (in order with the logged frames), from the worker thread that streams."""
+
+    def send(frame: MessageDelta) -> None:
+        directory.tell("store_writer", PushLive(channel, encode_live(frame)))
+
+    return send
 
 
 def _notification(request: Any, answer: str | None) -> AppendFrames | None:

@@ -81,7 +81,7 @@ class Backstop:
             log.info("compaction_started", stage="backstop", tokens=tokens, limit=budget.limit)
             side = probe.checkpoint_request()
             snap = snapshot(side, call=1, purpose="backstop", now=d.clock.time())
-            response = work.call_llm(side, d.llm.request_timeout_s)
+            response = work.call_llm(side, d.llm.request_timeout_s, light=True)
             summary = response.text.strip()
             probe.restart(summary)
             audit = StoredCompaction("backstop", tokens, budget.tokens(probe.request()),

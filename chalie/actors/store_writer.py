@@ -35,6 +35,7 @@ from chalie.actors.messages import (
     MemoryGrew,
     OpsApplied,
     PairInterface,
+    PushLive,
     RepushExchange,
     RunGoal,
     SaveCheckpoint,
@@ -118,6 +119,8 @@ class StoreWriter(SupervisedActor):
         match message:
             case AppendFrames() | CommitTurn():
                 self._write_batch([message, *self._take_batchable()])
+            case PushLive(channel=channel, frame=frame):
+                self._outbox.live(channel, frame)
             case CloseOpenExchange(channel=channel):
                 self._close_open_exchange(channel)
             case RepushExchange(channel=channel, exchange_id=exchange_id):

@@ -58,6 +58,9 @@ class Turn:
     in_flight: ChatRequest | None = None  # the loop request out now, to calibrate the budget
     steered_in_flight: bool = False  # steering arrived while an LLM call was out
     responding_sent: bool = False
+    streamed: bool = False  # message_delta frames went out that were not the answer
+    delta_stream: Any = None  # the DeltaStream of the LLM call out now, if it streams
+    image_ids: tuple[str, ...] = ()  # images whose analysis has no image_ready frame yet
     compactions: list[StoredCompaction] = field(default_factory=list)
     effects: list[Effect] = field(default_factory=list)  # the turn's own, before any tool's
     recalled: tuple[int, ...] = ()  # memory keys that went into the prompt

@@ -15,7 +15,7 @@ import structlog
 
 from chalie.actors.messages import LlmFailed
 from chalie.errors import LlmError
-from chalie.llm.types import ChatRequest, ChatResponse, LlmProvider
+from chalie.llm.types import ChatRequest, ChatResponse, LlmProvider, TextSink
 from chalie.metrics import Metrics
 
 if TYPE_CHECKING:
@@ -26,18 +26,24 @@ log = structlog.get_logger("chalie.work")
 
 class Work:
     def __init__(self, pool: Executor, provider: LlmProvider, metrics: Metrics, *,
-                 path: str = "user", governor: Governor | None = None) -> None:
+                 path: str = "user", governor: Governor | None = None,
+                 light: LlmProvider | None = None) -> None:
+        """`provider`: the path's model; `light`: the light job's, for compaction and plans."""
         self._pool = pool
         self._provider = provider
+        self._light = light or provider
         self.metrics = metrics
         self.path = path
         self._governor = governor
 
-    def call_llm(self, request: ChatRequest, timeout: float) -> ChatResponse:
-        """On a worker thread: one LLM call, counted in the metrics and charged to the path."""
+    def call_llm(self, request: ChatRequest, timeout: float, *, light: bool = False,
+                 on_text: TextSink | None = None) -> ChatResponse:
+        """On a worker thread: one LLM call, counted in the metrics and charged to the path.
+        `light`: the light job's model answers; `on_text` gets the answer as it streams."""
         m = self.metrics
+        provider = self._light if light else self._provider
         try:
-            response = self._provider.complete(request, timeout_s=timeout)
+            response = provider.complete(request, timeout_s=timeout, on_text=on_text)
         except LlmError:
             m.llm_calls.labels(result="error").inc()
             raise

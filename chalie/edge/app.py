@@ -9,6 +9,7 @@ from chalie.edge.rest_auth import LoginHandler
 from chalie.edge.rest_background import ProactiveHandler, SpendingHandler
 from chalie.edge.rest_gateway import GatewayRenderHandler
 from chalie.edge.rest_goals import GoalHandler, GoalsHandler
+from chalie.edge.rest_images import ImagesHandler
 from chalie.edge.rest_interfaces import (
     InterfaceHandler,
     InterfacesHandler,
@@ -69,6 +70,7 @@ def make_app(ctx: EdgeContext) -> tornado.web.Application:
             (r"/api/goals/([^/]+)", GoalHandler, args),
             (r"/api/spending", SpendingHandler, args),
             (r"/api/proactive", ProactiveHandler, args),
+            (r"/api/images", ImagesHandler, args),
         ],
         websocket_max_message_size=max(HARD_FRAME_LIMIT, ctx.config.server.max_frame_bytes),
         websocket_ping_interval=None,

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from chalie.edge.subscriptions import Subscriptions
     from chalie.interfaces.board import InterfaceBoard
     from chalie.interfaces.client import InterfaceClient
+    from chalie.llm.factory import Models
     from chalie.tools.catalog import ToolCatalog
 
 
@@ -47,3 +48,4 @@ class EdgeContext:
     prompts: Prompts | None = None
     governor: Governor | None = None  # the background paths' budgets (GET /api/spending)
     default_zone: str = "UTC"  # a cron schedule's zone when none is given
+    models: Models | None = None  # each job's provider and its last state (GET /health)

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 MAX_IMAGE_IDS = 3
+MAX_IMAGE_ID = 64  # characters of one image id
 
 
 class _ClientFrame(msgspec.Struct, frozen=True, tag_field="type", forbid_unknown_fields=True):

@@ -22,6 +22,10 @@ log = structlog.get_logger("chalie.edge")
 class Sink(Protocol):
     def send_frame(self, seq: int, frame: str, *, again: bool = False) -> None: ...
 
+    def send_live(self, frame: str) -> None:
+        """An ephemeral frame: no seq, nothing to de-duplicate."""
+        ...
+
     def close(self, code: int | None = None, reason: str | None = None) -> None: ...
 
     def keepalive(self, max_misses: int) -> None:
@@ -75,6 +79,16 @@ class SocketHub:
             self._loop.add_callback(self._deliver, channel, tuple(frames), again)
         except RuntimeError:  # the loop is closed: the server is shutting down
             log.info("push_after_shutdown", channel=channel, frames=len(frames))
+
+    def live(self, channel: str, frame: str) -> None:
+        try:
+            self._loop.add_callback(self._deliver_live, channel, frame)
+        except RuntimeError:
+            pass  # shutting down: an ephemeral frame is not missed
+
+    def _deliver_live(self, channel: str, frame: str) -> None:
+        for sink in list(self._sockets.get(channel, ())):
+            sink.send_live(frame)
 
     def _deliver(self, channel: str, frames: tuple[str, ...], again: bool) -> None:
         sinks = self._sockets.get(channel)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from chalie import __version__
@@ -9,12 +11,19 @@ from chalie.edge.rest_base import JsonHandler
 
 
 class HealthHandler(JsonHandler):
+    """The server's own state decides the status; each job's model is reported beside it
+    (`llm`: provider, model, address and state: ok, unreachable, rate_limited, error or
+    unknown) without failing the check: a server whose model is down still serves, and says
+    so in every answer that needs the model."""
+
     def get(self) -> None:
+        body: dict[str, Any] = {"status": "ok", "name": "chalie", "version": __version__}
+        if self.ctx.models is not None:
+            body["llm"] = self.ctx.models.describe()
         if not self.ctx.healthy():
             self.set_status(503)
-            self.write_json({"status": "failing", "name": "chalie", "version": __version__})
-            return
-        self.write_json({"status": "ok", "name": "chalie", "version": __version__})
+            body["status"] = "failing"
+        self.write_json(body)
 
 
 class MetricsHandler(JsonHandler):

@@ -26,6 +26,7 @@ from chalie.config import CHANNEL_RE
 from chalie.edge.auth import COOKIE
 from chalie.edge.context import EdgeContext
 from chalie.edge.frames import (
+    MAX_IMAGE_ID,
     MAX_IMAGE_IDS,
     ActionFrame,
     BadFrame,
@@ -96,6 +97,9 @@ class ChatSocket(tornado.websocket.WebSocketHandler):
         self.sent_seq = max(seq, self.sent_seq)
         self._write(frame)
 
+    def send_live(self, frame: str) -> None:
+        self._write(frame)
+
     def keepalive(self, max_misses: int) -> None:
         if self.missed_pongs >= max_misses:
             log.info("ws_keepalive_timeout", channel=self.channel, missed=self.missed_pongs)
@@ -135,7 +139,7 @@ class ChatSocket(tornado.websocket.WebSocketHandler):
                     return
                 self._deliver(UserMessage(
                     text=frame.text, received_at=received, source=frame.source,
-                    client_id=frame.client_id,
+                    client_id=frame.client_id, image_ids=frame.image_ids,
                 ))
             case SteerFrame(text=text):
                 self._deliver(Steer(text=text, received_at=received))
@@ -186,7 +190,11 @@ def _check_chat(frame: ChatFrame) -> str | None:
     if frame.image_ids:
         if len(frame.image_ids) > MAX_IMAGE_IDS:
             return f"bad `chat` frame: at most {MAX_IMAGE_IDS} image_ids"
-        return "bad `chat` frame: image_ids: this server has no image uploads, so no id is known"
+        if any(not 0 < len(i) <= MAX_IMAGE_ID for i in frame.image_ids):
+            return f"bad `chat` frame: image_ids: each id is 1-{MAX_IMAGE_ID} characters " \
+                   "(as POST /api/images answered it)"
+        if len(set(frame.image_ids)) != len(frame.image_ids):
+            return "bad `chat` frame: image_ids: an id is given twice"
     if frame.client_id is not None and not 0 < len(frame.client_id) <= MAX_CLIENT_ID:
         return f"bad `chat` frame: client_id must be 1-{MAX_CLIENT_ID} characters"
     return None

@@ -1,78 +1,71 @@
-"""OpenAI-compatible chat completions over httpx: OpenAI, Ollama, llama.cpp server, vLLM, ...
+"""OpenAI-compatible chat completions over httpx: OpenAI, Ollama, llama.cpp server, vLLM,
+OpenRouter, DeepSeek.
 
-The internal request (system prompt + one user message + tools) maps to `messages` and
-`tools`, and a structured request's schema to `response_format` (type `json_schema`, strict),
-which OpenAI, Ollama, llama.cpp server and vLLM all honour; the answer's `tool_calls` and
-`usage` map back. Transient failures (connection errors, timeouts, 408/429/5xx) are retried with
-doubling backoff inside the caller's time budget.
+The request maps faithfully to `messages` (images as data URLs, a tool round trip as
+`tool_calls` and `tool` messages), `tools` and, for structured output, a strict `json_schema`
+`response_format`. With an `on_text` sink and no response format the answer is streamed
+(server-sent events, read by chalie/llm/openai_stream.py) so the person sees text as the model
+writes it; otherwise it comes whole.
+
+One attempt per call: the routing layer above retries by error class and falls back to another
+provider, so every failure here is mapped to one LlmError that says what happened (never the
+base URL: the layer above names the provider and its address). The overall `timeout_s` holds
+while streaming too, checked between events.
 """
 
 from __future__ import annotations
 
-import time
+import base64
 from typing import Any
 
 import httpx
 import msgspec
-import structlog
 
-from chalie.errors import LlmBadResponse, LlmError, LlmHttpError, LlmUnavailable
+from chalie.clock import Clock, SystemClock
+from chalie.errors import LlmBadResponse, LlmHttpError, LlmUnavailable
+from chalie.llm.openai_stream import Assembled, StreamAssembler, error_detail, whole_answer
+from chalie.llm.sse import iter_sse, retry_after
 from chalie.llm.types import (
     ChatRequest,
     ChatResponse,
+    Message,
+    TextSink,
     ToolCall,
     Usage,
+    answer_every_call,
     estimate_tokens,
     parse_tool_arguments,
 )
 
-log = structlog.get_logger("chalie.llm")
+_JSON = {"Content-Type": "application/json"}
 
 
-class _Function(msgspec.Struct):
-    name: str = ""
-    arguments: str | dict[str, Any] | None = None
+class _Model(msgspec.Struct):
+    id: str
 
 
-class _ToolCall(msgspec.Struct):
-    id: str = ""
-    function: _Function = msgspec.field(default_factory=_Function)
+class _ModelList(msgspec.Struct):
+    data: list[_Model]
 
 
-class _Message(msgspec.Struct):
-    content: str | None = None
-    tool_calls: list[_ToolCall] | None = None
-
-
-class _Choice(msgspec.Struct):
-    message: _Message
-    finish_reason: str | None = None
-
-
-class _Usage(msgspec.Struct):
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    total_tokens: int | None = None
-
-
-class _Completion(msgspec.Struct):
-    choices: list[_Choice]
-    usage: _Usage | None = None
-
-
-_decode = msgspec.json.Decoder(_Completion).decode
+_decode_models = msgspec.json.Decoder(_ModelList).decode
 
 
 class OpenAICompatProvider:
+    """An LlmProvider for any server that speaks OpenAI's `/chat/completions`.
+
+    `stream=False` turns streaming off for servers whose event streams are broken; `on_text`
+    then gets the whole text at once. `clock` is the time seam for the streaming deadline."""
+
     def __init__(
         self,
         *,
         base_url: str,
         model: str,
         api_key: str = "",
-        retries: int = 2,
-        retry_backoff_s: float = 0.5,
+        stream: bool = True,
         transport: httpx.BaseTransport | None = None,
+        clock: Clock | None = None,
     ) -> None:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.Client(
@@ -82,128 +75,193 @@ class OpenAICompatProvider:
             limits=httpx.Limits(max_connections=64, max_keepalive_connections=16),
         )
         self._model = model
-        self._retries = retries
-        self._backoff = retry_backoff_s
+        self._stream = stream
+        self._clock: Clock = clock or SystemClock()
 
     def close(self) -> None:
         self._client.close()
 
-    def complete(self, request: ChatRequest, *, timeout_s: float) -> ChatResponse:
-        deadline = time.monotonic() + timeout_s
-        body = self._body(request)
-        attempt = 0
-        while True:
-            started = time.monotonic()
-            try:
-                return self._once(body, request, deadline - started, started)
-            except LlmError as e:
-                delay = self._backoff * (2**attempt)
-                if (
-                    not e.recoverable
-                    or isinstance(e, LlmBadResponse)
-                    or attempt >= self._retries
-                    or time.monotonic() + delay >= deadline
-                ):
-                    raise
-                attempt += 1
-                log.warning("llm_retry", attempt=attempt, error=str(e), delay_s=delay)
-                time.sleep(delay)
-
-    def _body(self, request: ChatRequest) -> bytes:
-        # An empty system prompt (compaction, encoding) is left out: some servers refuse one.
-        messages = [{"role": "system", "content": request.system}] if request.system else []
-        messages += [{"role": m.role, "content": m.content} for m in request.messages]
-        body: dict[str, Any] = {"model": self._model, "messages": messages, "stream": False}
-        if request.tools:
-            body["tools"] = [
-                {
-                    "type": "function",
-                    "function": {
-                        "name": t.name,
-                        "description": t.description,
-                        "parameters": t.parameters,
-                    },
-                }
-                for t in request.tools
-            ]
-        if request.response_format is not None:
-            body["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {
-                    "name": request.response_format.name,
-                    "schema": request.response_format.schema,
-                    "strict": True,
-                },
-            }
-        return msgspec.json.encode(body)
-
-    def _once(
-        self, body: bytes, request: ChatRequest, budget_s: float, started: float
-    ) -> ChatResponse:
-        if budget_s <= 0:
-            raise LlmUnavailable("no time left for the LLM request")
-        timeout = httpx.Timeout(budget_s, connect=min(budget_s, 10.0))
+    def models(self, *, timeout_s: float) -> tuple[str, ...]:
         try:
-            resp = self._client.post(
-                "chat/completions",
-                content=body,
-                headers={"Content-Type": "application/json"},
-                timeout=timeout,
-            )
-        except httpx.TimeoutException as e:
-            raise LlmUnavailable(f"LLM request timed out after {budget_s:.1f}s") from e
+            resp = self._client.get("models", timeout=_timeout(timeout_s))
         except httpx.HTTPError as e:
-            raise LlmUnavailable(f"LLM server unreachable: {type(e).__name__}: {e}") from e
+            raise _unavailable(e, timeout_s, streaming=False) from e
         if resp.status_code >= 400:
-            raise LlmHttpError(resp.status_code, resp.text)
+            raise self._http_error(resp)
         try:
-            completion = _decode(resp.content)
+            listing = _decode_models(resp.content)
         except msgspec.DecodeError as e:
-            raise LlmBadResponse(f"LLM answer is not a chat completion: {e}") from e
-        if not completion.choices:
-            raise LlmBadResponse("LLM answer has no choices")
-        return _to_response(completion, request, time.monotonic() - started)
+            raise LlmBadResponse(f"the model list is not OpenAI's shape ({e})") from e
+        return tuple(m.id for m in listing.data)
+
+    def complete(self, request: ChatRequest, *, timeout_s: float,
+                 on_text: TextSink | None = None) -> ChatResponse:
+        if timeout_s <= 0:
+            raise LlmUnavailable("no time left for the request")
+        started = self._clock.monotonic()
+        # A structured answer is JSON for the code, not text for the person: never shown.
+        sink = on_text if request.response_format is None else None
+        streaming = self._stream and sink is not None
+        body = msgspec.json.encode(chat_body(request, model=self._model, stream=streaming))
+        if sink is not None and streaming:
+            answer = self._streamed(body, timeout_s, started, sink)
+        else:
+            answer = self._whole(body, timeout_s)
+            if sink is not None and answer.text:
+                sink(answer.text)
+        return _to_response(answer, request, self._clock.monotonic() - started)
+
+    def _whole(self, body: bytes, timeout_s: float) -> Assembled:
+        try:
+            resp = self._client.post("chat/completions", content=body, headers=_JSON,
+                                     timeout=_timeout(timeout_s))
+        except httpx.HTTPError as e:
+            raise _unavailable(e, timeout_s, streaming=False) from e
+        if resp.status_code >= 400:
+            raise self._http_error(resp)
+        return whole_answer(resp.content)
+
+    def _streamed(self, body: bytes, timeout_s: float, started: float,
+                  on_text: TextSink) -> Assembled:
+        deadline = started + timeout_s
+        assembler = StreamAssembler(on_text)
+        reading, content_type = False, ""
+        try:
+            with self._client.stream("POST", "chat/completions", content=body, headers=_JSON,
+                                     timeout=_timeout(timeout_s)) as resp:
+                if resp.status_code >= 400:
+                    resp.read()
+                    raise self._http_error(resp)
+                content_type = resp.headers.get("content-type", "")
+                if "json" in content_type and "event-stream" not in content_type:
+                    # The server ignored "stream": true and answered whole.
+                    answer = whole_answer(resp.read())
+                    if answer.text:
+                        on_text(answer.text)
+                    return answer
+                reading = True
+                for _event, data in iter_sse(resp.iter_lines()):
+                    assembler.feed(data)
+                    if assembler.done:
+                        break
+                    if self._clock.monotonic() > deadline:
+                        raise LlmUnavailable(
+                            f"timed out after {timeout_s:g}s while the answer was streaming")
+        except httpx.HTTPError as e:
+            raise _unavailable(e, timeout_s, streaming=reading) from e
+        if assembler.events == 0:
+            raise LlmBadResponse(
+                f"the answer is not an event stream (content-type {content_type!r})")
+        if not assembler.finished:
+            raise LlmUnavailable("the stream broke off before the answer was complete")
+        return assembler.result()
+
+    def _http_error(self, resp: httpx.Response) -> LlmHttpError:
+        text = resp.text
+        try:
+            detail = error_detail(msgspec.json.decode(text))
+        except msgspec.DecodeError:
+            detail = None
+        return LlmHttpError(resp.status_code, text, detail=detail,
+                            retry_after_s=retry_after(resp.headers, self._clock.time()))
 
 
-def _to_response(completion: _Completion, request: ChatRequest, latency: float) -> ChatResponse:
-    choice = completion.choices[0]
-    text = choice.message.content or ""
+def _timeout(timeout_s: float) -> httpx.Timeout:
+    # Connecting gets at most 10s of the budget: a server that is down should say so quickly.
+    return httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0))
+
+
+def _unavailable(e: httpx.HTTPError, timeout_s: float, *, streaming: bool) -> LlmUnavailable:
+    cause = f"{type(e).__name__}: {e}"
+    if isinstance(e, httpx.ConnectTimeout):
+        return LlmUnavailable(f"cannot connect (no answer within {min(timeout_s, 10.0):g}s)")
+    if isinstance(e, httpx.TimeoutException):
+        return LlmUnavailable(f"timed out after {timeout_s:g}s")
+    if isinstance(e, httpx.ConnectError):
+        return LlmUnavailable(f"cannot connect ({cause})")
+    if streaming:
+        return LlmUnavailable(f"the stream broke off ({cause})")
+    return LlmUnavailable(f"the request failed ({cause})")
+
+
+def chat_body(request: ChatRequest, *, model: str | None, stream: bool) -> dict[str, Any]:
+    """The request as an OpenAI chat-completions body (llama.cpp in process takes it too)."""
+    body: dict[str, Any] = {"messages": _messages(request), "stream": stream}
+    if model is not None:
+        body["model"] = model
+    if stream:
+        body["stream_options"] = {"include_usage": True}
+    if request.tools:
+        body["tools"] = [
+            {"type": "function", "function": {
+                "name": t.name, "description": t.description, "parameters": t.parameters}}
+            for t in request.tools
+        ]
+    if request.response_format is not None:
+        body["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {
+                "name": request.response_format.name,
+                "schema": request.response_format.schema,
+                "strict": True,
+            },
+        }
+    return body
+
+
+def _messages(request: ChatRequest) -> list[dict[str, Any]]:
+    # An empty system prompt (compaction, encoding) is left out: some servers refuse one.
+    out = [{"role": "system", "content": request.system}] if request.system else []
+    out += [_message(m) for m in answer_every_call(request.messages)]
+    return out
+
+
+def _message(m: Message) -> dict[str, Any]:
+    if m.role == "tool":
+        return {"role": "tool", "tool_call_id": m.tool_call_id, "content": m.content}
+    if m.role == "assistant" and m.tool_calls:
+        return {"role": "assistant", "content": m.content or None,
+                "tool_calls": [_wire_call(c) for c in m.tool_calls]}
+    if m.role == "user" and m.images:
+        parts: list[dict[str, Any]] = [{"type": "text", "text": m.content}] if m.content else []
+        parts += [
+            {"type": "image_url", "image_url": {
+                "url": f"data:{i.media_type};base64,{base64.b64encode(i.data).decode('ascii')}"}}
+            for i in m.images
+        ]
+        return {"role": "user", "content": parts}
+    return {"role": m.role, "content": m.content}
+
+
+def _wire_call(call: ToolCall) -> dict[str, Any]:
+    arguments = call.raw_args or msgspec.json.encode(call.args or {}).decode()
+    return {"id": call.call_id, "type": "function",
+            "function": {"name": call.name, "arguments": arguments}}
+
+
+def _to_response(answer: Assembled, request: ChatRequest, latency: float) -> ChatResponse:
     calls = []
-    for i, tc in enumerate(choice.message.tool_calls or ()):
-        raw = tc.function.arguments
+    for i, (call_id, name, raw) in enumerate(answer.calls):
         args: dict[str, Any] | None
         if isinstance(raw, dict):  # some servers (older Ollama) send an object, not a string
             args, error, raw_text = raw, None, msgspec.json.encode(raw).decode()
         else:
             args, error = parse_tool_arguments(raw)
             raw_text = raw or ""
-        calls.append(
-            ToolCall(
-                call_id=tc.id or f"call_{i}",
-                name=tc.function.name,
-                args=args,
-                raw_args=raw_text,
-                args_error=error,
-            )
-        )
-    if completion.usage is not None:
-        u = completion.usage
-        total = u.total_tokens if u.total_tokens is not None else (
-            u.prompt_tokens + u.completion_tokens
-        )
-        usage = Usage(u.prompt_tokens, u.completion_tokens, total)
-    else:
+        calls.append(ToolCall(call_id=call_id or f"call_{i}", name=name, args=args,
+                              raw_args=raw_text, args_error=error))
+    usage = answer.usage
+    if usage is None:
         prompt = estimate_tokens(request.system) + sum(
-            estimate_tokens(m.content) for m in request.messages
-        )
-        completion_tokens = estimate_tokens(text) + sum(
-            estimate_tokens(c.raw_args) for c in calls
-        )
-        usage = Usage(prompt, completion_tokens, prompt + completion_tokens, estimated=True)
+            estimate_tokens(m.content) for m in request.messages)
+        completion = estimate_tokens(answer.text) + sum(estimate_tokens(c.raw_args)
+                                                        for c in calls)
+        usage = Usage(prompt, completion, prompt + completion, estimated=True)
     return ChatResponse(
-        text=text,
+        text=answer.text,
         tool_calls=tuple(calls),
         usage=usage,
-        finish_reason=choice.finish_reason or "stop",
+        finish_reason=answer.finish_reason or ("tool_calls" if calls else "stop"),
         latency_s=latency,
+        reasoning=answer.reasoning,
     )

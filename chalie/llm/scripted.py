@@ -14,6 +14,7 @@ fails with a clear error.
 
 from __future__ import annotations
 
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from chalie.errors import ConfigError, LlmBadResponse, LlmUnavailable
 from chalie.llm.types import (
     ChatRequest,
     ChatResponse,
+    TextSink,
     ToolCall,
     Usage,
     estimate_tokens,
@@ -81,7 +83,11 @@ class ScriptedProvider:
     def close(self) -> None:
         pass
 
-    def complete(self, request: ChatRequest, *, timeout_s: float) -> ChatResponse:
+    def models(self, *, timeout_s: float) -> tuple[str, ...]:
+        return ("script",)
+
+    def complete(self, request: ChatRequest, *, timeout_s: float,
+                 on_text: TextSink | None = None) -> ChatResponse:
         with self._lock:
             self.requests.append(request)
             if self._next >= len(self._steps):
@@ -110,6 +116,9 @@ class ScriptedProvider:
             )
             c2 = estimate_tokens(step.text) + sum(estimate_tokens(c.raw_args) for c in calls)
             usage = Usage(p, c2, p + c2, estimated=True)
+        if on_text is not None and step.text and request.response_format is None:
+            for piece in re.findall(r"\S+\s*|\s+", step.text):  # streamed a word at a time
+                on_text(piece)
         return ChatResponse(
             text=step.text,
             tool_calls=tuple(calls),

@@ -19,10 +19,18 @@ import apsw
 import msgspec
 
 from chalie.frames import Frame, Notification, Task
-from chalie.store import goal_rows, proactive_rows, schedule_rows
+from chalie.store import goal_rows, image_rows, proactive_rows, schedule_rows
 from chalie.store.goal_rows import StepRow
 from chalie.store.proactive_rows import ProactiveRow
 from chalie.store.schedule_rows import ScheduleRow
+
+
+class InsertImage(msgspec.Struct, frozen=True, tag=True):
+    """An image the person uploaded (POST /api/images)."""
+
+    image_id: str
+    media_type: str
+    data: bytes
 
 
 class InsertSchedule(msgspec.Struct, frozen=True, tag=True):
@@ -145,7 +153,7 @@ class Spend(msgspec.Struct, frozen=True, tag=True):
 Op = (
     InsertSchedule | CancelSchedule | ScheduleRan | ScheduleMissed | InsertGoal | CancelGoal
     | GoalState | SavePlan | StepStatus | GoalSpent | PauseGoal | Proactive | DeliverDeferred
-    | DmnRun | Spend
+    | DmnRun | Spend | InsertImage
 )
 
 
@@ -173,6 +181,8 @@ def apply(conn: apsw.Connection, ops: Sequence[Op], *, turn_id: str | None,
 def _apply(conn: apsw.Connection, op: Op, turn_id: str | None, now: float,
            out: Applied) -> Any:
     match op:
+        case InsertImage():
+            image_rows.insert(conn, op.image_id, op.media_type, op.data, now)
         case InsertSchedule(row=row):
             schedule_rows.insert(conn, row)
             out.schedules_changed = True

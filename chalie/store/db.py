@@ -67,6 +67,11 @@ def _migrations() -> list[tuple[int, str, str]]:
     return sorted(found)
 
 
+def latest_version() -> int:
+    """The schema version this code migrates a store to."""
+    return _migrations()[-1][0]
+
+
 def migrate(conn: apsw.Connection) -> int:
     """Apply the migrations the database has not seen; returns the resulting version."""
     from chalie.memory.keys import normalise_key  # noqa: PLC0415  (pure; only migrations use it)

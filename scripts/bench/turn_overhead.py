@@ -1,4 +1,6 @@
-"""Turn overhead: N sequential chat turns over /ws against a stub LLM that answers instantly.
+"""Turn overhead: N sequential chat turns over /ws against a stub LLM that answers instantly
+(streaming its answer, as the server asks it to: client_first_delta_s is send -> first
+message_delta frame).
 
 What the server adds around the LLM call is what is left when the LLM costs (almost) nothing:
 for every turn, response_time_s (from the `turn_stored` log line, the same figure as the
@@ -88,6 +90,7 @@ class Run:
 
     def __init__(self) -> None:
         self.client_rtt: list[float] = []
+        self.first_delta: list[float] = []  # send -> the first message_delta frame
         self.measured_ids: list[str] = []
         self.frame_errors = 0
         self.stopped_early = False
@@ -149,13 +152,20 @@ def take_turns(server: ServerProcess, client: Client, texts: list[str],
         if i == args.warmup:
             out.metrics_start = scrape(server.url)
         t0 = time.perf_counter()
-        frames = client.turn(text)
+        client.send({"type": "chat", "text": text})
+        frames, first_delta = [], None
+        while not frames or frames[-1]["type"] != "done":
+            frames.append(client.recv())
+            if first_delta is None and frames[-1]["type"] == "message_delta":
+                first_delta = time.perf_counter() - t0
         rtt = time.perf_counter() - t0
         done += 1
         if any(f["type"] == "error" for f in frames):
             out.frame_errors += 1
         if i >= args.warmup:
             out.client_rtt.append(rtt)
+            if first_delta is not None:
+                out.first_delta.append(first_delta)
             out.measured_ids.append(frames[-1]["exchange_id"])
         if done % 100 == 0:
             progress(f"{done}/{len(texts)} turns")
@@ -183,7 +193,7 @@ def run(args: argparse.Namespace) -> Run:
             texts = [q for q, _ in fill.questions(total, args.no_match_share)]
         out.sample_texts = texts[args.warmup:args.warmup + 3]
         server.start()
-        client = server.connect()
+        client = server.connect(deltas=True)
         assert server.proc is not None
         cpu0 = _common.cpu_seconds(server.proc.pid)
         started = time.monotonic()
@@ -365,6 +375,7 @@ def main() -> int:
         outside_llm_s=summary(outside),
         outside_llm_share=summary(share, digits=3),
         client_round_trip_s=summary(r.client_rtt),
+        client_first_delta_s=summary(r.first_delta),
         client_after_server_s=summary(after_finish),
         server_store_wait_s=summary(_common.store_waits(r.events, r.measured_ids)),
         server_context_s=summary(context_seconds(r.events, r.measured_ids)),

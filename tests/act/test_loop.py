@@ -133,8 +133,14 @@ def test_repeat_within_one_answer_keeps_the_first_two() -> None:
     """An answer asking the same call three times runs it twice and then forces the answer."""
     loop = make_loop()
     calls = [tool_call(call_id=f"call_{i}") for i in range(3)]
-    assert loop.absorb(reply("", *calls)) == Calls(tuple(calls[:2]))
+    step = loop.absorb(reply("", *calls))
+    assert step == Calls(tuple(calls[:2]))
     assert loop.answer_forced is True
+    run_tools(loop, step)
+    loop.request()
+    assert [(r.call.call_id, r.ran) for r in loop.records] == [
+        ("call_0", True), ("call_1", True), ("call_2", False)]
+    assert "not run: the same call ran 2 times in a row already" in loop.records[2].result
 
 
 def test_same_name_with_other_arguments_is_not_a_repeat() -> None:

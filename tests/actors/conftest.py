@@ -41,7 +41,7 @@ from chalie.clock import ManualClock, Timer
 from chalie.config import CONTEXT_SHARES, Config
 from chalie.errors import LlmBadResponse
 from chalie.llm.scripted import ScriptCall, ScriptedProvider, ScriptStep, ScriptUsage
-from chalie.llm.types import ChatRequest, ChatResponse, LlmProvider, Usage
+from chalie.llm.types import ChatRequest, ChatResponse, LlmProvider, TextSink, Usage
 from chalie.memory.context import ContextSettings
 from chalie.memory.embedders import Embedder, HashedEmbedder
 from chalie.memory.recall import Recall
@@ -116,6 +116,7 @@ class FakeOutbox(Waitable):
     def __init__(self) -> None:
         super().__init__()
         self._frames: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        self._live: dict[str, list[tuple[int, dict[str, Any]]]] = defaultdict(list)
         self.on_push: Callable[[str, list[dict[str, Any]]], None] | None = None
 
     def push(self, channel: str, frames: Any, *, again: bool = False) -> None:
@@ -125,6 +126,16 @@ class FakeOutbox(Waitable):
         with self._cond:
             self._frames[channel].extend(decoded)
             self._changed()
+
+    def live(self, channel: str, frame: str) -> None:
+        """An ephemeral frame, kept apart with the number of durable frames before it."""
+        with self._cond:
+            self._live[channel].append((len(self._frames[channel]), json.loads(frame)))
+            self._changed()
+
+    def live_frames(self, channel: str = "main") -> list[tuple[int, dict[str, Any]]]:
+        with self._cond:
+            return list(self._live[channel])
 
     def frames(self, channel: str = "main") -> list[dict[str, Any]]:
         with self._cond:
@@ -191,7 +202,8 @@ class BlockingProvider:
         self._lock = threading.Lock()
         self.requests: list[ChatRequest] = []
 
-    def complete(self, request: ChatRequest, *, timeout_s: float) -> ChatResponse:
+    def complete(self, request: ChatRequest, *, timeout_s: float,
+                 on_text: TextSink | None = None) -> ChatResponse:
         with self._lock:
             first = not self.requests
             self.requests.append(request)
@@ -243,7 +255,8 @@ class GatedProvider:
         self._lock = threading.Lock()
         self.requests: list[ChatRequest] = []  # in the order they were sent
 
-    def complete(self, request: ChatRequest, *, timeout_s: float) -> ChatResponse:
+    def complete(self, request: ChatRequest, *, timeout_s: float,
+                 on_text: TextSink | None = None) -> ChatResponse:
         with self._lock:
             n = len(self.requests)
             self.requests.append(request)
@@ -252,7 +265,8 @@ class GatedProvider:
         gate = self._gates.get(n)
         if gate is not None:
             gate.pass_through()
-        return ScriptedProvider([self._steps[n]]).complete(request, timeout_s=timeout_s)
+        return ScriptedProvider([self._steps[n]]).complete(request, timeout_s=timeout_s,
+                                                            on_text=on_text)
 
     def wait_entered(self, n: int = 0) -> None:
         self._gates[n].wait_entered()

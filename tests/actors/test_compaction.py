@@ -16,7 +16,7 @@ import msgspec
 from chalie.act.budget import raw_estimate
 from chalie.act.prompts import Prompts
 from chalie.llm.scripted import ScriptCall, ScriptedProvider, ScriptStep
-from chalie.llm.types import ChatRequest, ChatResponse
+from chalie.llm.types import ChatRequest, ChatResponse, TextSink
 from tests.actors.conftest import Tree, answer, calls, prompt, shape, store_turns
 
 WINDOW = {"context_window": 900}
@@ -40,9 +40,10 @@ class Uncalibrated:
         self.requests = self._script.requests
         self.timeouts: list[float] = []
 
-    def complete(self, request: ChatRequest, *, timeout_s: float) -> ChatResponse:
+    def complete(self, request: ChatRequest, *, timeout_s: float,
+                 on_text: TextSink | None = None) -> ChatResponse:
         self.timeouts.append(timeout_s)
-        response = self._script.complete(request, timeout_s=timeout_s)
+        response = self._script.complete(request, timeout_s=timeout_s, on_text=on_text)
         usage = msgspec.structs.replace(response.usage, estimated=True)
         return msgspec.structs.replace(response, usage=usage)
 

@@ -57,11 +57,39 @@ def completion(
 
 
 class Reply:
-    """What the stub does with one request: answer `body` with `status`, or run `action`."""
+    """What the stub does with one request: answer `body` with `status` (and `headers`), send
+    `raw` bytes, or drop the connection. A 200 `body` answers a streaming request as SSE."""
 
     def __init__(self, body: Any = None, status: int = 200, raw: bytes | None = None,
-                 hold: threading.Event | None = None, drop: bool = False) -> None:
+                 hold: threading.Event | None = None, drop: bool = False, *,
+                 headers: dict[str, str] | None = None) -> None:
         self.body, self.status, self.raw, self.hold, self.drop = body, status, raw, hold, drop
+        self.headers = headers or {}
+
+
+def sse_chunks(body: dict[str, Any], piece: int = 4) -> list[dict[str, Any]]:
+    """A chat completion as the chunks a streaming server sends: the content a few characters
+    at a time, each tool call's arguments in pieces, then the finish and a usage chunk."""
+    message = body["choices"][0]["message"]
+    base = {"id": body.get("id", "chatcmpl-stub"), "object": "chat.completion.chunk"}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    out = [chunk({"role": "assistant"})]
+    text = message.get("content") or ""
+    out += [chunk({"content": text[i:i + piece]}) for i in range(0, len(text), piece)]
+    for n, call in enumerate(message.get("tool_calls") or ()):
+        args = call["function"]["arguments"]
+        out.append(chunk({"tool_calls": [{"index": n, "id": call["id"], "type": "function",
+                                          "function": {"name": call["function"]["name"],
+                                                       "arguments": ""}}]}))
+        out += [chunk({"tool_calls": [{"index": n, "function": {"arguments": args[i:i + 8]}}]})
+                for i in range(0, len(args), 8)]
+    out.append(chunk({}, body["choices"][0].get("finish_reason") or "stop"))
+    if body.get("usage"):
+        out.append({**base, "choices": [], "usage": body["usage"]})
+    return out
 
 
 _FORMATS = {
@@ -180,6 +208,7 @@ class StubLlm:
 
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
+        self.models = ["stub-model", "llama3.1"]  # what GET /v1/models lists
         self.replies: queue.Queue[Reply] = queue.Queue()
         self.structured_replies: queue.Queue[Reply] = queue.Queue()
         stub = self
@@ -194,6 +223,15 @@ class StubLlm:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
+            def do_GET(self) -> None:
+                data = json.dumps({"object": "list", "data": [
+                    {"id": m, "object": "model"} for m in stub.models]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length))
@@ -205,12 +243,32 @@ class StubLlm:
                     self.connection.shutdown(socket.SHUT_RDWR)
                     self.close_connection = True
                     return
+                if body.get("stream") and reply.status == 200 and reply.raw is None \
+                        and isinstance(reply.body, dict) and reply.body.get("choices"):
+                    self._stream(reply.body)
+                    return
                 data = reply.raw if reply.raw is not None else json.dumps(reply.body).encode()
                 self.send_response(reply.status)
                 self.send_header("Content-Type", "application/json")
+                for name, value in reply.headers.items():
+                    self.send_header(name, value)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
+
+            def _stream(self, body: dict[str, Any]) -> None:
+                """Server-sent events in chunked encoding (the connection stays open)."""
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Cache-Control", "no-cache")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                events = [f"data: {json.dumps(c)}\n\n".encode() for c in sse_chunks(body)]
+                for event in [*events, b"data: [DONE]\n\n"]:
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+                    self.wfile.flush()
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
@@ -353,16 +411,21 @@ class ServerProcess:
         assert r.status_code == 200, r.text
         return r.cookies["chalie_session"]
 
-    def connect(self, cookie: str | None = None, channel: str = "main") -> Client:
-        client = Client(self, cookie or self.login(), channel)
+    def connect(self, cookie: str | None = None, channel: str = "main", *,
+                deltas: bool = False) -> Client:
+        client = Client(self, cookie or self.login(), channel, deltas=deltas)
         self.clients.append(client)
         return client
 
 
 class Client:
-    """A /ws client that reads frames as JSON."""
+    """A /ws client that reads frames as JSON. Like a client that ignores `message_delta`
+    frames, `recv` passes them by (into `deltas`), unless made with `deltas=True`."""
 
-    def __init__(self, server: ServerProcess, cookie: str, channel: str) -> None:
+    def __init__(self, server: ServerProcess, cookie: str, channel: str, *,
+                 deltas: bool = False) -> None:
+        self.keep_deltas = deltas
+        self.deltas: list[dict[str, Any]] = []
         self.ws = websocket.create_connection(
             f"ws://127.0.0.1:{server.port}/ws?channel={channel}",
             cookie=f"chalie_session={cookie}",
@@ -379,8 +442,11 @@ class Client:
             self.ws.send(frame)
 
     def recv(self) -> dict[str, Any]:
-        frame: dict[str, Any] = json.loads(self.ws.recv())
-        return frame
+        while True:
+            frame: dict[str, Any] = json.loads(self.ws.recv())
+            if frame.get("type") != "message_delta" or self.keep_deltas:
+                return frame
+            self.deltas.append(frame)
 
     def recv_until(self, stop: Callable[[dict[str, Any]], bool]) -> list[dict[str, Any]]:
         frames = []

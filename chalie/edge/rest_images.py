@@ -1,0 +1,57 @@
+"""POST /api/images: an image for a later `chat` frame's `image_ids`.
+
+The body is the image's bytes (any Content-Type; a browser's `fetch(url, {body: file})`), or a
+multipart/form-data form whose one file is the image. What the image is comes from its first
+bytes: PNG, JPEG, WebP or GIF, else 400; larger than images.max_bytes, 413 (refused from the
+Content-Length before the body is read, where the client sent one). Answers 201
+{"image_id", "media_type", "size"}.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from chalie.edge.rest_base import ApiError, AuthedHandler
+from chalie.edge.rest_schedules import apply
+from chalie.store.background_ops import InsertImage
+from chalie.store.image_rows import sniff
+
+
+class ImagesHandler(AuthedHandler):
+    async def prepare(self) -> None:
+        await super().prepare()
+        limit = self.ctx.config.images.max_bytes
+        declared = self.request.headers.get("Content-Length")
+        if declared is not None and declared.isdigit() and int(declared) > limit + _FORM_SLACK:
+            raise ApiError(413, f"the image is {int(declared)} bytes; images.max_bytes allows "
+                                f"{limit}")
+
+    async def post(self) -> None:
+        self.query_params()
+        data = self._image_bytes()
+        limit = self.ctx.config.images.max_bytes
+        if not data:
+            raise ApiError(400, "the body is empty: send the image's bytes (PNG, JPEG, WebP or "
+                                "GIF)")
+        if len(data) > limit:
+            raise ApiError(413, f"the image is {len(data)} bytes; images.max_bytes allows "
+                                f"{limit}")
+        media_type = sniff(data)
+        if media_type is None:
+            raise ApiError(400, f"not a PNG, JPEG, WebP or GIF image (it begins {data[:8]!r})")
+        image_id = uuid.uuid4().hex
+        await apply(self, InsertImage(image_id, media_type, data))
+        self.set_status(201)
+        self.write_json({"image_id": image_id, "media_type": media_type, "size": len(data)})
+
+    def _image_bytes(self) -> bytes:
+        files = self.request.files
+        if not files:
+            return self.request.body
+        parts = [f for group in files.values() for f in group]
+        if len(parts) != 1:
+            raise ApiError(400, f"the form holds {len(parts)} files; send one image a request")
+        return parts[0].body
+
+
+_FORM_SLACK = 64 * 1024  # a multipart form's boundaries and headers around the image

