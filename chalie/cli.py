@@ -27,7 +27,7 @@ import apsw
 import msgspec
 import structlog
 
-from chalie import doctor, logs
+from chalie import logs
 from chalie.config import Config, load_config
 from chalie.edge.rest_turns import not_kept, prompts_document
 from chalie.errors import ChalieError, ConfigError
@@ -59,6 +59,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "doctor":
         # Its lines are the output; the log (what providers and MCP say on the way) is not.
         logs.configure(config.log.format, "error", stream=sys.stderr)
+        # Imported here: it loads the MCP SDK (35 MiB), which `serve` loads only when
+        # [[mcp.servers]] names a server.
+        from chalie import doctor  # noqa: PLC0415
+
         return doctor.run(config, args.config)
     logs.configure(config.log.format, config.log.level)
     _raise_open_files_limit()

@@ -4,6 +4,8 @@ at a terminal sees them."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -141,3 +143,13 @@ def test_snapshot_with_a_bad_config_exits_2(
     config = write_config(tmp_path, {"store": {"paht": "x"}})
     assert main(["snapshot", "turn-1", "--config", str(config)]) == 2
     assert "paht" in capsys.readouterr().err
+
+
+def test_the_command_line_does_not_load_the_mcp_sdk_until_it_is_needed() -> None:
+    """`chalie serve` without MCP servers never imports the MCP SDK (35 MiB resident): neither
+    the command line nor doctor's module pulls it in at import."""
+    code = ("import sys, chalie.cli, chalie.server; "
+            "print(sorted(m for m in sys.modules if m == 'mcp' or m.startswith('mcp.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=60)
+    assert out.stdout.strip() == "[]"
