@@ -252,7 +252,7 @@ class Job:
         if endpoint.fallback:
             values["fallback"] = True
         if error is None:
-            log.debug("llm_attempt", **values)
+            log.info("llm_attempt", **values)
         else:
             log.warning("llm_attempt", error=str(error)[:300], **values)
 
