@@ -201,11 +201,13 @@ def test_third_identical_call_is_not_run_and_the_model_must_answer(start_tree: A
         ["memory"], ["memory"], ["memory"], []
     ]
     result = '[2] memory {"action":"recall","query":"dentist"}\n-> no facts found for \'dentist\''
+    dropped = ('[3] memory {"action":"recall","query":"dentist"}\n-> not run: the same call ran 2 '
+               'times in a row already; answer with what you have')
     assert prompt(provider.requests[3]).endswith(
-        f"{result}\n\n{Prompts.load().render('act_final')}"
-    )
-    assert tree.rows("SELECT iteration, name FROM tool_calls ORDER BY position") == [
-        (1, "memory"), (2, "memory")
+        f"{result}\n\n{dropped}\n\n{Prompts.load().render('act_final')}"
+    )  # every call the model asked for is answered, the one not run too
+    assert tree.rows("SELECT iteration, name, is_error FROM tool_calls ORDER BY position") == [
+        (1, "memory", 0), (2, "memory", 0), (3, "memory", 1)
     ]
     assert tree.rows("SELECT outcome, llm_calls FROM turns") == [("answered", 4)]
 
