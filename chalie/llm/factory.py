@@ -21,7 +21,7 @@ from chalie.errors import LlmError
 from chalie.llm.anthropic import AnthropicProvider
 from chalie.llm.openai_compat import OpenAICompatProvider
 from chalie.llm.repair import PromptedTools
-from chalie.llm.route import Endpoint, Job, advice
+from chalie.llm.route import Endpoint, Job
 from chalie.llm.scripted import ScriptedProvider
 from chalie.llm.types import LlmProvider
 from chalie.metrics import Metrics
@@ -102,8 +102,8 @@ def check_endpoint(endpoint: Endpoint, timeout_s: float = CHECK_TIMEOUT_S, *,
     try:
         served = endpoint.provider.models(timeout_s=timeout_s)
     except LlmError as e:
-        problem = advice(endpoint, e)
-        endpoint.mark("unreachable" if "unreachable" in problem else "error", problem)
+        endpoint.failed(e)
+        problem = endpoint.status.error or str(e)
         log.warning("llm_unavailable", problem=problem, **where)
         return problem
     if served and endpoint.kind in ("openai", "anthropic") and endpoint.model not in served \

@@ -32,16 +32,13 @@ from typing import Any
 import msgspec
 import structlog
 
-from chalie.errors import LlmBadResponse, LlmError, LlmHttpError, LlmUnavailable
+from chalie.errors import LlmBadResponse, LlmError, LlmUnavailable
 from chalie.llm import openai_compat
+from chalie.llm.openai_stream import StreamAssembler
 from chalie.llm.types import (
     ChatRequest,
     ChatResponse,
     TextSink,
-    ToolCall,
-    Usage,
-    estimate_tokens,
-    parse_tool_arguments,
 )
 
 log = structlog.get_logger("chalie.llm")
@@ -115,121 +112,14 @@ def _join_checked(chunks: list[Path], target: Path, sha256: str) -> None:
 # --- the stream ----------------------------------------------------------------------------------
 
 
-class _FunctionDelta(msgspec.Struct):
-    name: str | None = None
-    arguments: str | None = None
-
-
-class _ToolCallDelta(msgspec.Struct):
-    index: int = 0
-    id: str | None = None
-    function: _FunctionDelta = msgspec.field(default_factory=_FunctionDelta)
-
-
-class _Delta(msgspec.Struct):
-    content: str | None = None
-    reasoning_content: str | None = None
-    tool_calls: list[_ToolCallDelta] | None = None
-
-
-class _Choice(msgspec.Struct):
-    delta: _Delta = msgspec.field(default_factory=_Delta)
-    finish_reason: str | None = None
-
-
-class _Usage(msgspec.Struct):
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    total_tokens: int | None = None
-
-
-class _Error(msgspec.Struct):
-    code: int = 500
-    message: str = ""
-
-
-class _Chunk(msgspec.Struct):
-    choices: list[_Choice] = msgspec.field(default_factory=list)
-    usage: _Usage | None = None
-    error: _Error | None = None
-
-
-_decode_chunk = msgspec.json.Decoder(_Chunk).decode
-
-
-class _PendingCall(msgspec.Struct):
-    call_id: str = ""
-    name: str = ""
-    arguments: list[str] = msgspec.field(default_factory=list)
-
-
-class StreamAccumulator:
-    """Folds the OpenAI-shaped chunks of one streamed answer into a ChatResponse.
-
-    Text and reasoning arrive as pieces; a tool call arrives as its id and name, then its
-    arguments in pieces, all under the call's `index`; the finish reason comes in the last
-    chunk with choices, and the usage (asked for with `stream_options.include_usage`) in a
-    chunk after it. An error chunk (llama.cpp reports errors with HTTP status codes, in
-    process too) raises LlmHttpError, so callers class it like the HTTP provider's."""
-
-    def __init__(self) -> None:
-        self._text: list[str] = []
-        self._reasoning: list[str] = []
-        self._calls: dict[int, _PendingCall] = {}
-        self._usage: _Usage | None = None
-        self.finish_reason: str | None = None
-
-    def add(self, raw: str | bytes) -> str:
-        """Take one chunk (its JSON); return the piece of answer text it carried, or ""."""
-        try:
-            chunk = _decode_chunk(raw)
-        except msgspec.DecodeError as e:
-            raise LlmBadResponse(f"llama.cpp sent a chunk that is not a completion: {e}") from e
-        if chunk.error is not None:
-            raise LlmHttpError(chunk.error.code, chunk.error.message)
-        if chunk.usage is not None:
-            self._usage = chunk.usage
-        piece = ""
-        for choice in chunk.choices[:1]:
-            delta = choice.delta
-            if delta.reasoning_content:
-                self._reasoning.append(delta.reasoning_content)
-            for tc in delta.tool_calls or ():
-                call = self._calls.setdefault(tc.index, _PendingCall())
-                call.call_id = tc.id or call.call_id
-                call.name = tc.function.name or call.name
-                if tc.function.arguments:
-                    call.arguments.append(tc.function.arguments)
-            if delta.content:
-                piece = delta.content
-                self._text.append(piece)
-            if choice.finish_reason:
-                self.finish_reason = choice.finish_reason
-        return piece
-
-    def response(self, request: ChatRequest, latency_s: float) -> ChatResponse:
-        if self.finish_reason is None:
-            raise LlmBadResponse("llama.cpp's answer ended without a finish reason")
-        text = "".join(self._text)
-        calls = []
-        for i, (_, pending) in enumerate(sorted(self._calls.items())):
-            raw = "".join(pending.arguments)
-            args, error = parse_tool_arguments(raw)
-            calls.append(ToolCall(call_id=pending.call_id or f"call_{i}", name=pending.name,
-                                  args=args, raw_args=raw, args_error=error))
-        if self._usage is not None:
-            u = self._usage
-            total = u.total_tokens if u.total_tokens is not None else (
-                u.prompt_tokens + u.completion_tokens)
-            usage = Usage(u.prompt_tokens, u.completion_tokens, total)
-        else:
-            prompt = estimate_tokens(request.system) + sum(
-                estimate_tokens(m.content) for m in request.messages)
-            completion = estimate_tokens(text) + sum(estimate_tokens(c.raw_args) for c in calls)
-            usage = Usage(prompt, completion, prompt + completion, estimated=True)
-        return ChatResponse(text=text, tool_calls=tuple(calls), usage=usage,
-                            finish_reason=self.finish_reason, latency_s=latency_s,
-                            reasoning="".join(self._reasoning))
+def response_of(answer: StreamAssembler, request: ChatRequest,
+                latency_s: float) -> ChatResponse:
+    """llama.cpp's streamed chunks are OpenAI's: the OpenAI-compatible provider's assembler
+    reads them (an error chunk carries an HTTP code, in process too, and is classed the same).
+    A stream that stopped without a finish reason is not passed off as a whole answer."""
+    if not answer.finished:
+        raise LlmBadResponse("llama.cpp's answer ended without a finish reason")
+    return openai_compat.to_response(answer.result(), request, latency_s)
 
 
 # --- the request ---------------------------------------------------------------------------------
@@ -294,19 +184,17 @@ class LlamaCppProvider:
             server = self._loaded()
             if time.monotonic() >= deadline:
                 raise LlmUnavailable(f"loading {self._path} used up the {timeout_s:.1f}s budget")
-            answer = StreamAccumulator()
+            answer = StreamAssembler(on_text or _ignore)
             stop: list[BaseException] = []  # why the stream was cut short, if it was
 
             def on_chunk(raw: str) -> bool:
                 """True stops generation: llama.cpp cancels the task when its reader goes."""
                 try:
-                    piece = answer.add(raw)
-                    if piece and on_text is not None:
-                        on_text(piece)
+                    answer.feed(raw)  # hands the answer's text to on_text as it comes
                 except Exception as e:  # xllamacpp would swallow it: keep it to raise below
                     stop.append(e)
                     return True
-                if answer.finish_reason is None and time.monotonic() >= deadline:
+                if not answer.finished and time.monotonic() >= deadline:
                     stop.append(LlmUnavailable(
                         f"the local model did not finish within {timeout_s:.1f}s"))
                     return True
@@ -318,7 +206,7 @@ class LlamaCppProvider:
                 raise LlmError(f"llama.cpp refused the request: {e}", recoverable=False) from e
             if stop:
                 raise stop[0]
-            response = answer.response(request, time.monotonic() - started)
+            response = response_of(answer, request, time.monotonic() - started)
         finally:
             self._lock.release()
         log.debug("llamacpp_done", model=Path(self._path).name,
@@ -372,3 +260,7 @@ def _check_gguf(path: str) -> None:
                              recoverable=False) from e
     if magic != _GGUF_MAGIC:
         raise LlmUnavailable(f"the model file {path} is not a GGUF file", recoverable=False)
+
+
+def _ignore(text: str) -> None:
+    """The text sink of a caller that does not stream."""

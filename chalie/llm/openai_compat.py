@@ -109,7 +109,7 @@ class OpenAICompatProvider:
             answer = self._whole(body, timeout_s)
             if sink is not None and answer.text:
                 sink(answer.text)
-        return _to_response(answer, request, self._clock.monotonic() - started)
+        return to_response(answer, request, self._clock.monotonic() - started)
 
     def _whole(self, body: bytes, timeout_s: float) -> Assembled:
         try:
@@ -239,7 +239,9 @@ def _wire_call(call: ToolCall) -> dict[str, Any]:
             "function": {"name": call.name, "arguments": arguments}}
 
 
-def _to_response(answer: Assembled, request: ChatRequest, latency: float) -> ChatResponse:
+def to_response(answer: Assembled, request: ChatRequest, latency: float) -> ChatResponse:
+    """An assembled answer (whole or streamed) as a ChatResponse: arguments parsed, usage
+    estimated when the server sent none."""
     calls = []
     for i, (call_id, name, raw) in enumerate(answer.calls):
         args: dict[str, Any] | None

@@ -84,6 +84,12 @@ class Endpoint:
     def mark(self, state: str, error: str | None = None) -> None:
         self.status = EndpointState(state, error, time.time())
 
+    def failed(self, error: LlmError) -> None:
+        """What `error` says of this model: unreachable, rate-limited, or erroring."""
+        outcome = outcome_of(error)
+        self.mark(outcome if outcome in ("unreachable", "rate_limited") else "error",
+                  advice(self, error))
+
 
 def outcome_of(error: LlmError) -> str:
     """The `outcome` label of a failed attempt."""
@@ -211,8 +217,7 @@ class Job:
             except LlmError as e:
                 outcome = outcome_of(e)
                 self._count(endpoint, outcome, attempt, time.monotonic() - started, e)
-                endpoint.mark("unreachable" if outcome == "unreachable" else (
-                    "rate_limited" if outcome == "rate_limited" else "error"), advice(endpoint, e))
+                endpoint.failed(e)
                 delay = self._retry_delay(endpoint, e, attempt, streamed)
                 if delay is None or time.monotonic() + delay >= deadline:
                     raise

@@ -20,13 +20,15 @@ from chalie.errors import LlmBadResponse, LlmError, LlmHttpError, LlmUnavailable
 from chalie.llm.llamacpp import (
     BUNDLED_PACKAGE,
     LlamaCppProvider,
-    StreamAccumulator,
     bundled_gguf,
     chat_body,
+    response_of,
 )
+from chalie.llm.openai_stream import StreamAssembler
 from chalie.llm.types import (
     NOT_RUN,
     ChatRequest,
+    ChatResponse,
     Image,
     JsonSchemaFormat,
     Message,
@@ -63,16 +65,23 @@ def chunk(delta: dict[str, Any] | None = None, finish: str | None = None,
 # --- without a model --------------------------------------------------------------------------
 
 
+def assemble(*chunks: str, pieces: list[str] | None = None) -> ChatResponse:
+    """Chunks as llama.cpp streams them, read the way the provider reads them."""
+    answer = StreamAssembler(pieces.append if pieces is not None else lambda _: None)
+    for raw in chunks:
+        answer.feed(raw)
+    return response_of(answer, HELLO, 0.5)
+
+
 def test_streamed_text_comes_back_whole_with_the_servers_usage() -> None:
     """Text pieces join into the answer, and the usage chunk after the finish is the usage."""
-    acc = StreamAccumulator()
-    pieces = [acc.add(chunk({"role": "assistant", "content": None})),
-              acc.add(chunk({"content": "Hel"})), acc.add(chunk({"content": "lo"})),
-              acc.add(chunk({}, finish="stop")),
-              acc.add(chunk(usage={"prompt_tokens": 9, "completion_tokens": 2,
-                                   "total_tokens": 11}))]
-    response = acc.response(HELLO, 0.5)
-    assert pieces == ["", "Hel", "lo", "", ""]
+    pieces: list[str] = []
+    response = assemble(chunk({"role": "assistant", "content": None}),
+                        chunk({"content": "Hel"}), chunk({"content": "lo"}),
+                        chunk({}, finish="stop"),
+                        chunk(usage={"prompt_tokens": 9, "completion_tokens": 2,
+                                     "total_tokens": 11}), pieces=pieces)
+    assert pieces == ["Hel", "lo"]
     assert (response.text, response.finish_reason, response.latency_s) == ("Hello", "stop", 0.5)
     assert (response.usage.prompt_tokens, response.usage.completion_tokens,
             response.usage.total_tokens, response.usage.estimated) == (9, 2, 11, False)
@@ -80,15 +89,14 @@ def test_streamed_text_comes_back_whole_with_the_servers_usage() -> None:
 
 def test_streamed_tool_calls_are_assembled_from_their_pieces() -> None:
     """A call's id and name come first and its arguments in pieces, keyed by the call's index."""
-    acc = StreamAccumulator()
-    acc.add(chunk({"tool_calls": [{"index": 0, "id": "c1", "type": "function",
-                                   "function": {"name": "get_weather", "arguments": ""}}]}))
-    acc.add(chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"city": '}}]}))
-    acc.add(chunk({"tool_calls": [{"index": 1, "id": "c2",
-                                   "function": {"name": "get_weather", "arguments": "[1]"}}]}))
-    acc.add(chunk({"tool_calls": [{"index": 0, "function": {"arguments": '"Paris"}'}}]}))
-    acc.add(chunk({}, finish="tool_calls"))
-    response = acc.response(HELLO, 0.1)
+    response = assemble(
+        chunk({"tool_calls": [{"index": 0, "id": "c1", "type": "function",
+                               "function": {"name": "get_weather", "arguments": ""}}]}),
+        chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"city": '}}]}),
+        chunk({"tool_calls": [{"index": 1, "id": "c2",
+                               "function": {"name": "get_weather", "arguments": "[1]"}}]}),
+        chunk({"tool_calls": [{"index": 0, "function": {"arguments": '"Paris"}'}}]}),
+        chunk({}, finish="tool_calls"))
     assert response.text == ""
     assert response.finish_reason == "tool_calls"
     assert response.tool_calls == (
@@ -100,18 +108,14 @@ def test_streamed_tool_calls_are_assembled_from_their_pieces() -> None:
 
 def test_reasoning_is_kept_apart_from_the_answer() -> None:
     """A reasoning model's thinking goes to `reasoning`, never into the text."""
-    acc = StreamAccumulator()
-    acc.add(chunk({"reasoning_content": "The user greets. "}))
-    acc.add(chunk({"content": "Hi!"}, finish="stop"))
-    response = acc.response(HELLO, 0.1)
+    response = assemble(chunk({"reasoning_content": "The user greets. "}),
+                        chunk({"content": "Hi!"}, finish="stop"))
     assert (response.text, response.reasoning) == ("Hi!", "The user greets. ")
 
 
 def test_a_stream_without_usage_gets_an_estimate() -> None:
     """When no usage chunk came, the usage is estimated and marked so."""
-    acc = StreamAccumulator()
-    acc.add(chunk({"content": "Hello there"}, finish="stop"))
-    usage = acc.response(HELLO, 0.1).usage
+    usage = assemble(chunk({"content": "Hello there"}, finish="stop")).usage
     assert usage.estimated
     assert usage.prompt_tokens > 0
     assert usage.completion_tokens == 3
@@ -119,20 +123,17 @@ def test_a_stream_without_usage_gets_an_estimate() -> None:
 
 def test_an_error_chunk_raises_an_http_style_error() -> None:
     """llama.cpp's errors carry HTTP codes in process too, so callers class them the same."""
-    acc = StreamAccumulator()
     with pytest.raises(LlmHttpError) as caught:
-        acc.add(json.dumps({"error": {"code": 400, "message": "bad request body",
-                                      "type": "invalid_request_error"}}))
+        assemble(json.dumps({"error": {"code": 400, "message": "bad request body",
+                                       "type": "invalid_request_error"}}))
     assert caught.value.status == 400
     assert not caught.value.recoverable
 
 
 def test_a_stream_that_stops_without_a_finish_reason_is_a_bad_response() -> None:
     """A cut-off stream is not passed off as a whole answer."""
-    acc = StreamAccumulator()
-    acc.add(chunk({"content": "Hel"}))
     with pytest.raises(LlmBadResponse, match="finish reason"):
-        acc.response(HELLO, 0.1)
+        assemble(chunk({"content": "Hel"}))
 
 
 def test_the_body_carries_system_tools_schema_and_answered_tool_calls() -> None:
