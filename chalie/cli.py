@@ -131,6 +131,13 @@ def _raise_open_files_limit() -> None:
                                                         else 65536, hard))
 
 
+def _browser_address(host: str, port: int) -> str:
+    """Where a browser on this machine finds the server: a wildcard address is not one."""
+    if host in ("", "0.0.0.0", "::"):
+        host = "127.0.0.1"
+    return f"http://[{host}]:{port}/" if ":" in host else f"http://{host}:{port}/"
+
+
 async def _serve(config: Config) -> int:
     log = structlog.get_logger("chalie.cli")
     server = Server(config)
@@ -149,6 +156,9 @@ async def _serve(config: Config) -> int:
         )
     log.info("listening", host=config.server.host, port=server.port, db=str(server.db_path),
              llm=config.llm.provider)
+    address = _browser_address(config.server.host, server.port)
+    print(f"chalie: open {address} in a browser to chat ({address}brain: the dashboard)",
+          flush=True)
     stopped = asyncio.ensure_future(stop.wait())
     failed = asyncio.ensure_future(server.wait_failed())
     await asyncio.wait({stopped, failed}, return_when=asyncio.FIRST_COMPLETED)

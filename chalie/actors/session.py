@@ -245,7 +245,9 @@ class Session(SupervisedActor):
         # First, after only those pure checks: the exchange is open in the log, so a crash from
         # here on is closed with an error frame by whoever comes next. A turn that goes on to
         # recall says so in the same message (one transaction for the writer, not two).
-        opening = Status(stage="processing", exchange_id=turn_id)
+        opening = Status(stage="processing", exchange_id=turn_id, text=text or None,
+                         client_id=request.client_id,
+                         image_ids=request.image_ids if isinstance(request, UserMessage) else ())
         self._emit(opening, *([Status(stage="retrieving_memory", exchange_id=turn_id)]
                               if recalls else []))
         now = datetime.fromtimestamp(d.clock.time(), UTC).strftime("%Y-%m-%d %H:%M UTC")

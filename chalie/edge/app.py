@@ -5,11 +5,12 @@ from __future__ import annotations
 import tornado.web
 
 from chalie.edge.context import EdgeContext
+from chalie.edge.pages import CardHandler, PageHandler, SessionHandler, StaticHandler
 from chalie.edge.rest_auth import LoginHandler
 from chalie.edge.rest_background import ProactiveHandler, SpendingHandler
 from chalie.edge.rest_gateway import GatewayRenderHandler
 from chalie.edge.rest_goals import GoalHandler, GoalsHandler
-from chalie.edge.rest_images import ImagesHandler
+from chalie.edge.rest_images import ImageHandler, ImagesHandler
 from chalie.edge.rest_interfaces import (
     InterfaceHandler,
     InterfacesHandler,
@@ -17,6 +18,7 @@ from chalie.edge.rest_interfaces import (
     PairingKeyHandler,
     RefreshHandler,
 )
+from chalie.edge.rest_mcp import McpHandler
 from chalie.edge.rest_memory import (
     EpisodesHandler,
     ForgetEpisodeHandler,
@@ -29,7 +31,7 @@ from chalie.edge.rest_ops import HealthHandler, MetricsHandler
 from chalie.edge.rest_schedules import ScheduleHandler, SchedulesHandler
 from chalie.edge.rest_signals import BatchHandler, SignalHandler
 from chalie.edge.rest_subscriptions import SubscriptionHandler, SubscriptionsHandler
-from chalie.edge.rest_turns import TurnPromptsHandler
+from chalie.edge.rest_turns import TurnPromptsHandler, TurnsHandler
 from chalie.edge.ws import ChatSocket
 
 # Tornado closes a socket outright past this size; below it, frames over server.max_frame_bytes
@@ -41,6 +43,12 @@ def make_app(ctx: EdgeContext) -> tornado.web.Application:
     args = {"ctx": ctx}
     return tornado.web.Application(
         [
+            (r"/", PageHandler, {**args, "page": "index.html"}),
+            (r"/brain", PageHandler, {**args, "page": "brain.html"}),
+            (r"/login", PageHandler, {**args, "page": "login.html", "public": True}),
+            (r"/static/(.*)", StaticHandler, args),
+            (r"/cards/([^/]+)/([^/]+)", CardHandler, args),
+            (r"/auth/session", SessionHandler, args),
             (r"/health", HealthHandler, args),
             (r"/metrics", MetricsHandler, args),
             (r"/auth/login", LoginHandler, args),
@@ -51,6 +59,7 @@ def make_app(ctx: EdgeContext) -> tornado.web.Application:
             # Any id text reaches the handler, so a bad one gets a JSON 400 naming `id`.
             (r"/api/memory/knowledge/(.*)", ForgetKnowledgeHandler, args),
             (r"/api/memory/episodes/(.*)", ForgetEpisodeHandler, args),
+            (r"/api/turns", TurnsHandler, args),
             (r"/api/turns/(.*)/prompts", TurnPromptsHandler, args),
             (r"/api/interfaces/pairing-key", PairingKeyHandler, args),
             (r"/api/interfaces/pair", PairHandler, args),
@@ -71,6 +80,8 @@ def make_app(ctx: EdgeContext) -> tornado.web.Application:
             (r"/api/spending", SpendingHandler, args),
             (r"/api/proactive", ProactiveHandler, args),
             (r"/api/images", ImagesHandler, args),
+            (r"/api/images/([^/]+)", ImageHandler, args),
+            (r"/api/mcp", McpHandler, args),
         ],
         websocket_max_message_size=max(HARD_FRAME_LIMIT, ctx.config.server.max_frame_bytes),
         websocket_ping_interval=None,

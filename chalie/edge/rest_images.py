@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import uuid
 
-from chalie.edge.rest_base import ApiError, AuthedHandler
+from chalie.edge.frames import MAX_IMAGE_ID
+from chalie.edge.rest_base import ApiError, AuthedHandler, shown
 from chalie.edge.rest_schedules import apply
 from chalie.store.background_ops import InsertImage
-from chalie.store.image_rows import sniff
+from chalie.store.image_rows import load, sniff
 
 
 class ImagesHandler(AuthedHandler):
@@ -55,3 +56,22 @@ class ImagesHandler(AuthedHandler):
 
 
 _FORM_SLACK = 64 * 1024  # a multipart form's boundaries and headers around the image
+
+
+class ImageHandler(AuthedHandler):
+    """GET /api/images/<id>: an uploaded image's bytes, as its sniffed type (the chat page shows
+    the person's images again after a reload). Served with a policy that runs nothing."""
+
+    async def get(self, image_id: str) -> None:
+        self.query_params()
+        if not 0 < len(image_id) <= MAX_IMAGE_ID:
+            raise ApiError(400, f"image_id: 1 to {MAX_IMAGE_ID} characters, "
+                                f"got {shown(image_id)}")
+        images, _ = await self.off_loop(lambda: load(self.ctx.read(), [image_id]))
+        if not images:
+            raise ApiError(404, f"no image {shown(image_id)}")
+        self.set_header("Content-Type", images[0].media_type)
+        self.set_header("Content-Security-Policy", "default-src 'none'; sandbox")
+        self.set_header("X-Content-Type-Options", "nosniff")
+        self.set_header("Cache-Control", "private, max-age=86400, immutable")
+        self.finish(images[0].data)

@@ -59,7 +59,26 @@ class _SignalHandler(JsonHandler):
 
 
 class SignalHandler(_SignalHandler):
-    """POST /api/signals: one signal; 202 {"ok": true, "signal_id"}."""
+    """POST /api/signals: one signal; 202 {"ok": true, "signal_id"}. GET (cookie): world state
+    now, most salient first, each signal with its current salience and age."""
+
+    async def get(self) -> None:
+        cookie = self.get_cookie(COOKIE)
+        if not cookie or not await self.off_loop(lambda: self.ctx.auth.session_ok(cookie)):
+            raise ApiError(401, "not logged in: POST /auth/login first")
+        params = self.query_params("limit")
+        limit = params.whole("limit", default=100, lo=1, hi=1000)
+        world = self.ctx.world
+        if world is None:
+            raise ApiError(503, "signals are not available on this server")
+        self.write_json({"items": [
+            {"id": s.signal.id, "sender": s.signal.sender, "signal_type": s.signal.signal_type,
+             "content": s.signal.content, "source": s.signal.source, "topic": s.signal.topic,
+             "activation_energy": s.signal.activation_energy,
+             "salience": round(s.salience, 4), "age_s": round(s.age_s, 1),
+             "received_at": s.signal.received_at}
+            for s in world.top(limit)
+        ]})
 
     async def post(self) -> None:
         self.query_params()

@@ -1,4 +1,5 @@
-"""GET /api/turns/<turn_id>/prompts: every LLM request of a turn exactly as it was sent.
+"""GET /api/turns: the latest turns, newest first. GET /api/turns/<turn_id>/prompts: every LLM
+request of a turn exactly as it was sent.
 
 `chalie snapshot TURN_ID --json` prints the same document, built by `prompts_document`.
 """
@@ -37,3 +38,28 @@ class TurnPromptsHandler(AuthedHandler):
         if document is None:
             raise ApiError(404, not_kept(turn_id, self.ctx.config.memory.snapshots_kept))
         self.write_json(document)
+
+
+_TURN_FIELDS = ("id", "channel", "source", "user_text", "response_text", "outcome",
+                "tokens_total", "llm_calls", "response_time_s", "started_at", "finished_at")
+
+
+def recent_turns(conn: apsw.Connection, channel: str | None, limit: int,
+                 offset: int) -> list[dict[str, Any]]:
+    where, args = ("WHERE channel = ?", (channel,)) if channel else ("", ())
+    rows = conn.execute(
+        f"SELECT {', '.join(_TURN_FIELDS)} FROM turns {where} "
+        "ORDER BY finished_at DESC, rowid DESC LIMIT ? OFFSET ?", (*args, limit, offset),
+    ).fetchall()
+    return [dict(zip(_TURN_FIELDS, row, strict=True)) for row in rows]
+
+
+class TurnsHandler(AuthedHandler):
+    async def get(self) -> None:
+        params = self.query_params("channel", "limit", "offset")
+        channel = params.text("channel", max_chars=64)
+        limit = params.whole("limit", default=20, lo=1, hi=500)
+        offset = params.whole("offset", default=0, lo=0)
+        items = await self.off_loop(lambda: recent_turns(self.ctx.read(), channel, limit,
+                                                         offset))
+        self.write_json({"items": items})

@@ -30,6 +30,7 @@ from mcp import ClientSession, MCPError, types
 from mcp.client.session import IncomingMessage
 
 from chalie.config import McpConfig, McpServerConfig
+from chalie.mcp.keys import provider_key
 from chalie.mcp.results import call_outcome
 from chalie.mcp.tools import McpTool
 from chalie.mcp.transport import WatchedStream, open_transport
@@ -45,10 +46,6 @@ CLOSE_TIMEOUT_S = 6.0  # the SDK gives a stdio child 2 s to exit, then SIGTERM, 
 JITTER = 0.1
 CLIENT_INFO = types.Implementation(name="chalie", version="0.1.0")
 _LOST = (types.CONNECTION_CLOSED, types.REQUEST_TIMEOUT)
-
-
-def provider_key(name: str) -> str:
-    return f"mcp:{name}"
 
 
 class McpConnection:

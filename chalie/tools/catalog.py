@@ -77,6 +77,11 @@ class ToolCatalog:
         """The names the model sees for a provider's tools, in the provider's order."""
         return self._current.names_from(key)
 
+    def is_online(self, key: str) -> bool:
+        """Whether a provider is known and answering (False for one not connected yet)."""
+        provider = self._providers.get(key)
+        return provider is not None and provider.online
+
     # A catalog stands wherever a registry did: these read the current snapshot.
     def specs(self) -> tuple[Any, ...]:
         return self._current.specs()

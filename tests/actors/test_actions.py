@@ -20,7 +20,8 @@ def test_action_runs_the_skill_without_the_model(start_tree: Any) -> None:
     frames = tree.outbox.wait_for_type("done")
     exchange = frames[0]["exchange_id"]
     assert frames == [
-        {"type": "status", "seq": 1, "stage": "processing", "exchange_id": exchange},
+        {"type": "status", "seq": 1, "stage": "processing", "exchange_id": exchange,
+         "text": '[action] memory {"action":"remember","key":"Pet","value":"Rex the dog"}'},
         {"type": "message", "seq": 2, "blocks": [{"type": "text", "text":
                                                   "remembered pet: Rex the dog"}],
          "exchange_id": exchange, "topic": None, "mode": "act", "confidence": None,

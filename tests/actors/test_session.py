@@ -38,7 +38,8 @@ def test_plain_chat_gets_status_message_and_done_in_seq_order(start_tree: Any) -
     frames = tree.outbox.wait_for_type("done")
     exchange = frames[0]["exchange_id"]
     assert frames == [
-        {"type": "status", "seq": 1, "stage": "processing", "exchange_id": exchange},
+        {"type": "status", "seq": 1, "stage": "processing", "exchange_id": exchange,
+         "text": frames[0]["text"]},
         {"type": "status", "seq": 2, "stage": "retrieving_memory", "exchange_id": exchange},
         {"type": "message", "seq": 3, "blocks": [{"type": "text", "text": "Hello there."}],
          "exchange_id": exchange, "topic": None, "mode": "act", "confidence": None,
@@ -235,7 +236,8 @@ def test_session_crash_mid_turn_is_restarted_and_the_turn_closed(start_tree: Any
     frames = tree.outbox.wait_for_type("done")
     exchange = frames[0]["exchange_id"]
     assert frames == [
-        {"type": "status", "seq": 1, "stage": "processing", "exchange_id": exchange},
+        {"type": "status", "seq": 1, "stage": "processing", "exchange_id": exchange,
+         "text": frames[0]["text"]},
         {"type": "status", "seq": 2, "stage": "retrieving_memory", "exchange_id": exchange},
         {"type": "error", "seq": 3, "message": INTERRUPTED, "recoverable": True,
          "exchange_id": exchange, "metrics": None},

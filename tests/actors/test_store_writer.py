@@ -107,7 +107,7 @@ def test_frames_of_a_channel_are_numbered_from_one_and_logged(start_writer: Any)
     w.ask(AppendFrames("main", (status(None),)))
     pushed = w.outbox.frames()
     assert seqs(pushed) == [(1, "status"), (2, "status"), (3, "status")]
-    assert [f["exchange_id"] for f in pushed] == ["x1", "x1", None]
+    assert [f.get("exchange_id") for f in pushed] == ["x1", "x1", None]
     assert w.rows("SELECT seq, type, exchange_id FROM events WHERE channel = 'main' "
                   "ORDER BY seq") == [(1, "status", "x1"), (2, "status", "x1"), (3, "status", None)]
 

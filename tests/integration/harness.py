@@ -58,13 +58,20 @@ def completion(
 
 class Reply:
     """What the stub does with one request: answer `body` with `status` (and `headers`), send
-    `raw` bytes, or drop the connection. A 200 `body` answers a streaming request as SSE."""
+    `raw` bytes, or drop the connection. A 200 `body` answers a streaming request as SSE.
+
+    `hold` delays the whole answer until it is set. `pause` cuts a streamed answer in two: the
+    stub sends the role chunk and the first `pause_after` pieces of content, sets `paused`, and
+    waits for `pause` before it sends the rest (so a client can be seen half-way through)."""
 
     def __init__(self, body: Any = None, status: int = 200, raw: bytes | None = None,
                  hold: threading.Event | None = None, drop: bool = False, *,
-                 headers: dict[str, str] | None = None) -> None:
+                 headers: dict[str, str] | None = None, pause: threading.Event | None = None,
+                 pause_after: int = 2) -> None:
         self.body, self.status, self.raw, self.hold, self.drop = body, status, raw, hold, drop
         self.headers = headers or {}
+        self.pause, self.pause_after = pause, pause_after
+        self.paused = threading.Event()
 
 
 def sse_chunks(body: dict[str, Any], piece: int = 4) -> list[dict[str, Any]]:
@@ -245,7 +252,7 @@ class StubLlm:
                     return
                 if body.get("stream") and reply.status == 200 and reply.raw is None \
                         and isinstance(reply.body, dict) and reply.body.get("choices"):
-                    self._stream(reply.body)
+                    self._stream(reply.body, reply)
                     return
                 data = reply.raw if reply.raw is not None else json.dumps(reply.body).encode()
                 self.send_response(reply.status)
@@ -256,15 +263,20 @@ class StubLlm:
                 self.end_headers()
                 self.wfile.write(data)
 
-            def _stream(self, body: dict[str, Any]) -> None:
-                """Server-sent events in chunked encoding (the connection stays open)."""
+            def _stream(self, body: dict[str, Any], reply: Reply) -> None:
+                """Server-sent events in chunked encoding (the connection stays open); with
+                `reply.pause`, stopped after the role chunk and `reply.pause_after` more."""
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Cache-Control", "no-cache")
                 self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
                 events = [f"data: {json.dumps(c)}\n\n".encode() for c in sse_chunks(body)]
-                for event in [*events, b"data: [DONE]\n\n"]:
+                pause_at = -1 if reply.pause is None else 1 + reply.pause_after
+                for n, event in enumerate([*events, b"data: [DONE]\n\n"]):
+                    if n == pause_at and reply.pause is not None:
+                        reply.paused.set()
+                        reply.pause.wait(WAIT_S)
                     self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
                     self.wfile.flush()
                 self.wfile.write(b"0\r\n\r\n")

@@ -59,3 +59,15 @@ def test_the_model_calls_an_mcp_tool_and_answers_with_its_result(
     metrics = httpx.get(f"{mcp_server.url}/metrics").text
     assert 'chalie_mcp_servers_up 1.0' in metrics
     assert 'chalie_mcp_tool_calls_total{result="ok",server="time"} 1.0' in metrics
+
+
+def test_the_dashboard_lists_the_server_online_with_its_tools(mcp_server: ServerProcess) -> None:
+    """GET /api/mcp: each configured server, connected or not, with the tools it lends."""
+    r = httpx.get(f"{mcp_server.url}/api/mcp", cookies={"chalie_session": mcp_server.login()})
+    assert r.status_code == 200
+    (item,) = r.json()["items"]
+    assert (item["name"], item["transport"], item["online"]) == ("time", "stdio", True)
+    tools = {t["name"]: t for t in item["tools"]}
+    assert {"time_get_current_time", "time_convert_time"} <= set(tools)
+    assert tools["time_get_current_time"]["description"]
+    assert tools["time_get_current_time"]["danger"] == "safe"

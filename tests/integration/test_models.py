@@ -32,10 +32,23 @@ PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=")
 
 
+_HELD: list[socket.socket] = []
+
+
 def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port nothing listens on, kept bound (not listening) so that no process, the server
+    under test included, is given it: a connection to it is refused."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    _HELD.append(s)
+    return int(s.getsockname()[1])
+
+
+@pytest.fixture(autouse=True)
+def _release_held_ports() -> Iterator[None]:
+    yield
+    while _HELD:
+        _HELD.pop().close()
 
 
 @pytest.fixture

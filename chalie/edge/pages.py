@@ -1,0 +1,168 @@
+"""The web pages: the chat (`/`), the brain dashboard (`/brain`), the login page and their files.
+
+They are static HTML, CSS and JavaScript modules in `chalie/edge/static/`, served as they are
+(no build step) and talking to the same /ws and REST endpoints as any other client. Every page
+and file needs the login cookie except the login page and the files it uses (`PUBLIC`); a page
+asked for without one is a redirect to the login page, a file a 401.
+
+Each answer carries a Content-Security-Policy that allows nothing but this server: no inline
+script or style, no other origin for anything. A card (an interface tool's result, rendered by
+Chalie) is its own document at `/cards/<channel>/<seq>`, shown by the chat page in a sandboxed
+iframe: its stylesheet is inline, which the pages' policy forbids, so it gets a stricter policy
+of its own (no script at all, nothing fetched but this server's images).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import tornado.ioloop
+import tornado.web
+
+from chalie.config import CHANNEL_RE
+from chalie.edge.auth import COOKIE
+from chalie.edge.context import EdgeContext
+from chalie.edge.rest_base import AuthedHandler
+
+STATIC = Path(__file__).parent / "static"
+# The login page and what it loads: everything else needs the cookie.
+PUBLIC = frozenset({"base.css", "login.css", "login.js", "icon.svg"})
+
+PAGE_CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob: data:; "
+    "connect-src 'self'; frame-src 'self'; form-action 'self'; base-uri 'none'; "
+    "frame-ancestors 'none'"
+)
+CARD_CSP = (
+    "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; base-uri 'none'; "
+    "form-action 'none'; frame-ancestors 'self'; sandbox allow-popups "
+    "allow-popups-to-escape-sandbox"
+)
+
+
+def secure_headers(handler: tornado.web.RequestHandler, csp: str = PAGE_CSP) -> None:
+    handler.set_header("Content-Security-Policy", csp)
+    handler.set_header("X-Content-Type-Options", "nosniff")
+    handler.set_header("Referrer-Policy", "no-referrer")
+    handler.set_header("X-Frame-Options", "DENY" if csp == PAGE_CSP else "SAMEORIGIN")
+    handler.set_header("Cache-Control", "no-cache")
+
+
+class _Page(tornado.web.RequestHandler):
+    def initialize(self, ctx: EdgeContext) -> None:
+        self.ctx = ctx
+
+    async def logged_in(self) -> bool:
+        token = self.get_cookie(COOKIE)
+        loop = tornado.ioloop.IOLoop.current()
+        return bool(await loop.run_in_executor(None, self.ctx.auth.session_ok, token))
+
+    def unauthorized(self) -> None:
+        self.set_status(401)
+        self.set_header("Content-Type", "application/json")
+        self.finish({"error": "not logged in: POST /auth/login first", "status": 401})
+
+
+class PageHandler(_Page):
+    """One HTML page; without the cookie (unless it is the login page) a redirect to log in."""
+
+    def initialize(self, ctx: EdgeContext, page: str, public: bool = False) -> None:  # type: ignore[override]
+        super().initialize(ctx)
+        self.page = page
+        self.public = public
+
+    async def get(self) -> None:
+        if not self.public and not await self.logged_in():
+            self.redirect(f"/login?next={quote(self.request.path, safe='/')}")
+            return
+        secure_headers(self)
+        self.set_header("Content-Type", "text/html; charset=utf-8")
+        self.finish((STATIC / self.page).read_bytes())
+
+
+class StaticHandler(tornado.web.StaticFileHandler):
+    """The pages' files: the cookie is needed for all but the login page's."""
+
+    def initialize(self, ctx: EdgeContext) -> None:  # type: ignore[override]
+        super().initialize(path=str(STATIC))
+        self.ctx = ctx
+
+    async def prepare(self) -> None:
+        name = self.path_args[0] if self.path_args else ""
+        if name in PUBLIC:
+            return
+        token = self.get_cookie(COOKIE)
+        loop = tornado.ioloop.IOLoop.current()
+        if not await loop.run_in_executor(None, self.ctx.auth.session_ok, token):
+            self.set_status(401)
+            self.set_header("Content-Type", "application/json")
+            self.finish({"error": "not logged in: POST /auth/login first", "status": 401})
+
+    def set_extra_headers(self, path: str) -> None:
+        secure_headers(self)
+
+    def get_content_type(self) -> str:
+        if self.absolute_path and self.absolute_path.endswith(".js"):
+            return "text/javascript; charset=utf-8"
+        if self.absolute_path and self.absolute_path.endswith(".css"):
+            return "text/css; charset=utf-8"
+        return super().get_content_type()
+
+
+class SessionHandler(AuthedHandler):
+    """GET /auth/session: 200 while the login cookie is good (the pages ask before connecting),
+    else 401 like every other endpoint."""
+
+    async def get(self) -> None:
+        self.query_params()
+        self.write_json({"ok": True})
+
+
+_CARD_BASE = (
+    "html{color-scheme:light dark}body{margin:0;padding:8px;font:15px/1.45 system-ui,"
+    "-apple-system,'Segoe UI',Roboto,Arial,sans-serif}"
+)
+
+
+class CardHandler(_Page):
+    """GET /cards/<channel>/<seq>: the card frame with that seq, as a document of its own."""
+
+    async def get(self, channel: str, seq_text: str) -> None:
+        if not await self.logged_in():
+            self.unauthorized()
+            return
+        if not CHANNEL_RE.match(channel) or not seq_text.isdigit() or len(seq_text) > 18:
+            raise tornado.web.HTTPError(404)
+        loop = tornado.ioloop.IOLoop.current()
+        body = await loop.run_in_executor(None, self._card_body, channel, int(seq_text))
+        if body is None:
+            self.set_status(404)
+            secure_headers(self, CARD_CSP)
+            self.set_header("Content-Type", "text/html; charset=utf-8")
+            self.finish(_document("", "<p>This card is no longer kept.</p>"))
+            return
+        secure_headers(self, CARD_CSP)
+        self.set_header("Content-Type", "text/html; charset=utf-8")
+        self.finish(_document(str(body.get("css", "")), str(body.get("html", ""))))
+
+    def _card_body(self, channel: str, seq: int) -> dict[str, Any] | None:
+        row = self.ctx.read().execute(
+            "SELECT body FROM events WHERE channel = ? AND seq = ? AND type = 'card'",
+            (channel, seq),
+        ).fetchone()
+        if row is None:
+            return None
+        value = json.loads(str(row[0]))
+        return value if isinstance(value, dict) else None
+
+
+def _document(css: str, html: str) -> str:
+    # The card's html and css are Chalie's own (every interface string escaped when the card
+    # was rendered); a "</" is still kept from ending the style element early.
+    style = (_CARD_BASE + css).replace("</", "<\\/")
+    return (f'<!doctype html><html lang="en"><head><meta charset="utf-8">'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<style>{style}</style></head><body>{html}</body></html>")

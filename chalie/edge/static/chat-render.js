@@ -1,0 +1,348 @@
+// Turns /ws frames into the conversation's DOM in #messages: one article.exchange per turn
+// (the person's message, stage, narrations, steering, cards, escalations, the answer, errors,
+// metrics), plus notifications, goal progress lines and errors of no turn. Knows which turn is
+// running. Every value from the server goes in through textContent or renderMarkdown.
+
+import { renderMarkdown } from "./markdown.js";
+import { createEscalation, settleEscalation } from "./chat-escalation.js";
+
+const STAGE_WORDS = {
+  processing: "Working…",
+  retrieving_memory: "Remembering…",
+  thinking: "Thinking…",
+  responding: "Writing the answer…",
+};
+
+const SOURCE_WORDS = {
+  dmn: "A thought of Chalie's",
+  schedule: "Scheduled prompt",
+  goal: "Goal",
+  interface: "From a paired program",
+};
+
+export function el(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined && text !== null) node.textContent = String(text);
+  return node;
+}
+
+function blocksText(blocks) {
+  return (Array.isArray(blocks) ? blocks : []).map((b) => (b && typeof b.text === "string" ? b.text : "")).join("\n\n");
+}
+
+function sentence(text) {
+  const s = String(text ?? "").trim();
+  return /[.!?…]$/.test(s) ? s : `${s}.`;
+}
+
+function formatSeconds(value) {
+  const s = Number(value) || 0;
+  return s < 10 ? `${s.toFixed(1)} s` : `${Math.round(s)} s`;
+}
+
+/**
+ * log: the #messages element; announce(text): say it in the live region;
+ * sendAction(frame) -> bool; onRunningChange(exchangeId | null).
+ */
+export function createRenderer({ log, announce, sendAction, onRunningChange }) {
+  const exchanges = new Map(); // exchange_id -> state
+  const running = new Set(); // exchange ids with processing seen and no done yet
+  const goals = new Map(); // goal_id -> {node, title, status, coverage}
+
+  // Unacknowledged local echoes stay at the bottom: new content goes in above them.
+  function appendToLog(node) {
+    log.insertBefore(node, log.querySelector(":scope > .exchange.echo"));
+  }
+
+  function notifyRunning() { onRunningChange?.(runningExchangeId()); }
+
+  function runningExchangeId() {
+    let last = null;
+    for (const id of running) last = id;
+    return last;
+  }
+
+  function buildExchange(article) {
+    article.classList.add("exchange");
+    const ex = {
+      article, user: article.querySelector(":scope > .msg.user"),
+      narrations: el("ol", "narrations"), stage: el("p", "stage"), timeline: el("div", "timeline"),
+      answer: null, error: null, metrics: null, final: false, done: false, text: "", deltas: 0,
+      escalations: [],
+    };
+    ex.narrations.setAttribute("aria-label", "What Chalie did");
+    ex.stage.hidden = true;
+    article.append(ex.narrations, ex.stage, ex.timeline);
+    return ex;
+  }
+
+  function exchangeFor(id, clientId) {
+    let ex = exchanges.get(id);
+    if (ex) return ex;
+    const echo = clientId ? log.querySelector(`:scope > .exchange.echo[data-client-id="${CSS.escape(clientId)}"]`) : null;
+    const article = echo || el("article");
+    article.dataset.exchangeId = id;
+    ex = buildExchange(article);
+    exchanges.set(id, ex);
+    if (echo) {
+      echo.classList.remove("echo");
+      ex.user?.classList.remove("pending");
+      ex.user?.querySelector(".note")?.remove();
+    }
+    appendToLog(article); // an adopted echo moves up above the echoes still waiting
+    return ex;
+  }
+
+  function userMessage(text, imageIds) {
+    const msg = el("div", "msg user");
+    msg.append(el("p", "msg-text", text || ""));
+    if (Array.isArray(imageIds) && imageIds.length) {
+      const strip = el("div", "thumbs");
+      for (const id of imageIds) {
+        const img = el("img", "thumb");
+        img.src = `/api/images/${encodeURIComponent(id)}`;
+        img.alt = "An image you sent";
+        img.dataset.imageId = id;
+        img.loading = "lazy";
+        strip.append(img);
+      }
+      msg.append(strip);
+    }
+    return msg;
+  }
+
+  /** Show a chat the person sent (or queued) before the server acknowledged it. */
+  function showEcho(chat, sent) {
+    let article = log.querySelector(`:scope > .exchange.echo[data-client-id="${CSS.escape(chat.client_id)}"]`);
+    if (!article) {
+      article = el("article", "exchange echo");
+      article.dataset.clientId = chat.client_id;
+      article.append(userMessage(chat.text, chat.image_ids));
+      log.append(article);
+    }
+    markEchoSent(article, sent);
+  }
+
+  function markEchoSent(article, sent) {
+    const msg = article.querySelector(":scope > .msg.user");
+    msg.classList.toggle("pending", !sent);
+    const note = msg.querySelector(".note");
+    if (!sent && !note) msg.append(el("span", "note", "not sent yet"));
+    if (sent && note) note.remove();
+  }
+
+  /** Echoes of chats still pending: sent ones lose their "not sent yet" mark. */
+  function syncEchoes(pending, wasSent) {
+    for (const chat of pending) showEcho(chat, wasSent(chat.client_id));
+  }
+
+  function answerOf(ex) {
+    if (!ex.answer) {
+      ex.answer = el("div", "answer");
+      ex.answer.dataset.state = "streaming";
+      ex.answer.dataset.deltas = "0";
+      ex.timeline.after(ex.answer);
+    }
+    return ex.answer;
+  }
+
+  function applyDelta(frame) {
+    const ex = exchanges.get(frame.exchange_id);
+    if (!ex || ex.final || ex.done) return; // unknown (its log not replayed yet) or answered
+    const answer = answerOf(ex);
+    ex.text = frame.reset ? String(frame.text ?? "") : ex.text + String(frame.text ?? "");
+    ex.deltas += 1;
+    answer.dataset.deltas = String(ex.deltas);
+    answer.innerHTML = renderMarkdown(ex.text);
+    ex.stage.hidden = Boolean(ex.text.trim()); // a growing answer says what is happening
+  }
+
+  function showStage(ex, stage) {
+    if (ex.done) return;
+    ex.stage.textContent = STAGE_WORDS[stage] || "Working…";
+    ex.stage.hidden = false;
+  }
+
+  function onStatus(frame) {
+    if (!frame.exchange_id) return;
+    const ex = exchangeFor(frame.exchange_id, frame.client_id);
+    if (frame.stage === "processing") {
+      if (!ex.user && (frame.text || frame.image_ids)) {
+        ex.user = userMessage(frame.text, frame.image_ids);
+        ex.article.prepend(ex.user);
+      }
+      if (!ex.done) { running.add(frame.exchange_id); notifyRunning(); }
+    }
+    showStage(ex, frame.stage);
+  }
+
+  function onNarration(frame) {
+    const ex = exchangeFor(frame.exchange_id);
+    const item = el("li", "narration");
+    item.append(el("span", "narration-text", frame.text));
+    if (frame.tool) item.append(" ", el("span", "tool", frame.tool));
+    ex.narrations.append(item);
+  }
+
+  function metricsDetails(metrics) {
+    const details = el("details", "metrics");
+    details.append(el("summary", "", "Details"));
+    const list = el("dl");
+    const tools = Object.entries(metrics.tools || {}).map(([name, count]) => `${name} ×${count}`);
+    const rows = [["Tokens", String(metrics.tokens_total ?? 0)], ["Tools", tools.join(", ") || "none"],
+      ["Time", formatSeconds(metrics.response_time_s)]];
+    for (const [term, value] of rows) {
+      const row = el("div");
+      row.append(el("dt", "", term), el("dd", "", value));
+      list.append(row);
+    }
+    details.append(list);
+    return details;
+  }
+
+  function setMetrics(ex, metrics) {
+    if (!metrics || typeof metrics !== "object") return;
+    const details = metricsDetails(metrics);
+    if (ex.metrics) ex.metrics.replaceWith(details); else ex.article.append(details);
+    ex.metrics = details;
+  }
+
+  function onMessage(frame, live) {
+    const ex = exchangeFor(frame.exchange_id);
+    const answer = answerOf(ex);
+    const text = blocksText(frame.blocks);
+    answer.innerHTML = (Array.isArray(frame.blocks) ? frame.blocks : [])
+      .map((b) => renderMarkdown(b && b.text)).join("\n");
+    answer.dataset.state = "final";
+    ex.final = true;
+    ex.text = text;
+    setMetrics(ex, frame.metrics);
+    if (live) announce(`Chalie: ${answer.textContent}`);
+  }
+
+  function onDone(frame) {
+    const ex = exchangeFor(frame.exchange_id);
+    ex.done = true;
+    ex.article.dataset.done = "true";
+    ex.stage.remove();
+    if (ex.answer && !ex.final) ex.answer.dataset.state = "incomplete";
+    for (const escalation of ex.escalations) settleEscalation(escalation, null);
+    running.delete(frame.exchange_id);
+    notifyRunning();
+  }
+
+  function onError(frame, live) {
+    const message = String(frame.message ?? "Something went wrong.");
+    if (!frame.exchange_id) {
+      const p = el("p", "error", message);
+      appendToLog(p);
+      if (live) announce(`Error: ${message}`);
+      return;
+    }
+    const ex = exchangeFor(frame.exchange_id);
+    const p = el("p", "error", message);
+    if (ex.error) ex.error.after(p); else (ex.answer || ex.timeline).after(p);
+    ex.error = p;
+    if (!ex.metrics) setMetrics(ex, frame.metrics);
+    if (live) announce(`Error: ${message}`);
+  }
+
+  function onCard(frame) {
+    const figure = el("figure", "card-frame");
+    const title = frame.title || frame.tool_name || "Card";
+    const caption = el("figcaption", "card-title", title);
+    const frameEl = el("iframe", "card");
+    frameEl.setAttribute("sandbox", "allow-popups allow-popups-to-escape-sandbox");
+    frameEl.title = title;
+    frameEl.loading = "lazy";
+    frameEl.src = `/cards/main/${Number(frame.seq)}`;
+    figure.append(caption, frameEl);
+    if (typeof frame.open_url === "string" && /^https?:\/\//i.test(frame.open_url)) {
+      const link = el("a", "card-open", "Open");
+      link.href = frame.open_url;
+      link.rel = "noopener noreferrer";
+      link.target = "_blank";
+      caption.append(" ", link);
+    }
+    if (frame.exchange_id) exchangeFor(frame.exchange_id).timeline.append(figure);
+    else appendToLog(figure);
+  }
+
+  function onEscalation(frame, live) {
+    const ex = exchangeFor(frame.exchange_id);
+    const escalation = createEscalation(frame, sendAction);
+    ex.escalations.push(escalation);
+    ex.timeline.append(escalation.node);
+    if (ex.done) settleEscalation(escalation, null);
+    else if (live) announce(`Chalie asks before using ${frame.tool}: ${sentence(frame.content)} Approve or deny it below.`);
+  }
+
+  function onNotification(frame, live) {
+    const article = el("article", "notification");
+    article.dataset.source = frame.source || "";
+    article.append(el("p", "notification-source", SOURCE_WORDS[frame.source] || "Notification"));
+    const body = el("div", "notification-body");
+    body.innerHTML = renderMarkdown(frame.content);
+    article.append(body);
+    appendToLog(article);
+    if (live) announce(`Notification: ${body.textContent}`);
+  }
+
+  function onTask(frame) {
+    let goal = goals.get(frame.goal_id);
+    if (!goal) {
+      goal = { node: el("p", "task"), title: "", status: "", coverage: 0 };
+      goal.node.dataset.goalId = frame.goal_id;
+      goals.set(frame.goal_id, goal);
+      appendToLog(goal.node);
+    }
+    let step = "";
+    if (frame.step_id === null || frame.step_id === undefined) {
+      goal.title = frame.title || goal.title;
+      goal.status = frame.status;
+    } else {
+      step = `Step “${frame.title}”: ${frame.status}`;
+      if (!goal.status) goal.status = "running";
+    }
+    goal.coverage = Number(frame.coverage) || 0;
+    const pct = Math.round(goal.coverage * 100);
+    goal.node.textContent = `Goal: ${goal.title || "(untitled)"} — ${goal.status}, ${pct}%`;
+    goal.node.dataset.status = goal.status;
+    if (step) goal.node.append(el("span", "task-step", ` · ${step}`));
+    if (frame.error) goal.node.append(el("span", "task-error", ` — ${frame.error}`));
+  }
+
+  function onImageReady(frame) {
+    for (const img of log.querySelectorAll("img.thumb")) {
+      if (img.dataset.imageId !== frame.image_id) continue;
+      img.dataset.status = frame.status;
+      if (frame.status === "failed") img.title = "The model could not look at this image";
+    }
+  }
+
+  /** Render one frame; `live` is false while the page replays the conversation's history. */
+  function renderFrame(frame, live = true) {
+    switch (frame.type) {
+      case "status": onStatus(frame); break;
+      case "act_narration": onNarration(frame); break;
+      case "message": onMessage(frame, live); break;
+      case "done": onDone(frame); break;
+      case "error": onError(frame, live); break;
+      case "card": onCard(frame); break;
+      case "escalation": onEscalation(frame, live); break;
+      case "notification": onNotification(frame, live); break;
+      case "task": onTask(frame); break;
+      case "image_ready": onImageReady(frame); break;
+      default: break;
+    }
+  }
+
+  /** Show mid-turn steering in the running exchange. */
+  function showSteer(text) {
+    const ex = exchanges.get(runningExchangeId());
+    if (ex) ex.timeline.append(el("p", "steer", text));
+  }
+
+  return { renderFrame, applyDelta, showEcho, syncEchoes, showSteer, runningExchangeId };
+}
