@@ -277,6 +277,18 @@ class LogConfig(_Section, frozen=True):
     level: Literal["debug", "info", "warning", "error"]
 
 
+class CognitionConfig(_Section, frozen=True):
+    topic_threshold: float
+    recent_topics: int
+    focus_after: int
+    silence_gap_s: float
+    gist_ttl_s: float
+    social_phrases: list[str]
+    social_max_chars: int
+    critic: bool
+    consequential: list[str]
+
+
 class Config(_Section, frozen=True):
     server: ServerConfig
     store: StoreConfig
@@ -296,6 +308,7 @@ class Config(_Section, frozen=True):
     governor: GovernorConfig
     supervisor: SupervisorConfig
     images: ImagesConfig
+    cognition: CognitionConfig
     log: LogConfig
 
 
@@ -323,7 +336,8 @@ _POSITIVE = {
     "mcp.restart_initial_s", "mcp.restart_max_s", "dmn.idle_s", "dmn.cadence_s",
     "dmn.max_iterations", "dmn.timeout_s", "dmn.deferred_max_age_s", "scheduler.max_iterations",
     "scheduler.timeout_s", "goals.max_iterations", "goals.timeout_s", "goals.max_running",
-    "goals.retry_backoff_s",
+    "goals.retry_backoff_s", "cognition.recent_topics", "cognition.focus_after",
+    "cognition.silence_gap_s", "cognition.gist_ttl_s", "cognition.social_max_chars",
 }
 _NON_NEGATIVE = {
     "llm.retries", "llm.retry_backoff_s", "llm.max_retry_after_s", "llm.threads",
@@ -333,6 +347,7 @@ _NON_NEGATIVE = {
     "signals.min_salience", "dmn.boot_delay_s", "dmn.daily_cap", "scheduler.catch_up_s",
     "goals.step_retries", "governor.dmn_tokens_per_day", "governor.scheduled_tokens_per_day",
     "governor.goal_tokens_per_day", "governor.encoder_tokens_per_day",
+    "cognition.topic_threshold",
 }
 CONTEXT_SHARES = ("identity", "state", "memory", "tools", "history")
 

@@ -152,6 +152,18 @@ class Metrics:
             "chalie_path_turns", "ACT loop runs finished, by path and outcome.",
             ["path", "outcome"], registry=r,
         )
+        self.person_turns = Counter(
+            "chalie_person_turns",
+            "The person's turns through the post-turn fan-out, by mode (respond, clarify, act, "
+            "acknowledge).", ["mode"], registry=r,
+        )
+        self.topics_started = Counter(
+            "chalie_topics_started", "Topics started by the person's messages.", registry=r,
+        )
+        self.fan_out_failures = Counter(
+            "chalie_fan_out_failures", "Post-turn fan-out steps that failed, by step.", ["step"],
+            registry=r,
+        )
         self.budget_tokens = Gauge(
             "chalie_budget_tokens_per_day",
             "The daily token budget of each background path (governor.*_tokens_per_day).",

@@ -178,6 +178,7 @@ class Server:
             ),
             world=programs.world,
             governor=self.governor,
+            cognition=self.config.cognition,
         )
         encoder_deps = EncoderDeps(
             provider=self.models.light, prompts=self.prompts, embedder=self.embedder,

@@ -5,7 +5,9 @@ turn's messages to it (`handle`). The driver builds each request from the turn's
 compacts when a request would not fit, sends it on the worker pool, runs the tool calls the
 model asks for (one at a time, on the pool), waits for the person's approval of `confirm`
 tools, and ends the turn at the first answer without tool calls, at the deadline, on a failure,
-when the person cancels it, or when its path runs out of budget. The mailbox never waits:
+when the person cancels it, or when its path runs out of budget. On the user path a
+consequential call's result is first checked by the critic (chalie/act/critic.py), when it is
+on. The mailbox never waits:
 every call comes back as a message. A path differs only by its Policy (deadline, whether a
 person is watching, whether it is governed) and by its Host: where its frames go, whether a
 compaction's Current State is saved, and what happens when the turn ends.
@@ -23,10 +25,13 @@ import apsw
 import msgspec
 import structlog
 
+from chalie.act import critic
+from chalie.act.critic import Critic
 from chalie.act.loop import Answer
 from chalie.actors.messages import (
     ApprovalExpired,
     CompactionReturned,
+    CriticReturned,
     LlmFailed,
     LlmReturned,
     ToolReturned,
@@ -86,6 +91,7 @@ class DriverDeps:
     recall: Recall | None = None
     governor: Governor | None = None
     live: Callable[[MessageDelta], None] | None = None  # message_delta frames to the person
+    critic: Critic | None = None  # checks consequential calls of attended turns; None: off
 
 
 class DeltaStream:
@@ -186,6 +192,11 @@ class TurnDriver:
                 self.resolve_approval(aid, None)
             case TurnDeadline(turn_id=tid) if self.owns(tid):
                 self.timed_out()
+            case CriticReturned(turn_id=tid):
+                if self.owns(tid) and self._require().phase == "critic":
+                    self._on_critic(message)
+                else:  # the turn ended (or was cancelled) while the check was out
+                    log.debug("stale_critique_dropped", tool=message.call.name)
             case _:
                 return False
         return True
@@ -333,9 +344,9 @@ class TurnDriver:
         assert call is not None
         turn.running_call = None
         outcome = returned.outcome
-        turn.loop.record(call, outcome.text, is_error=outcome.is_error,
-                         duration_ms=returned.duration_ms, effects=outcome.effects,
-                         approval=returned.approval)
+        record = turn.loop.record(call, outcome.text, is_error=outcome.is_error,
+                                  duration_ms=returned.duration_ms, effects=outcome.effects,
+                                  approval=returned.approval)
         self._d.work.metrics.tool_calls.labels(
             tool=call.name, result="error" if outcome.is_error else "ok"
         ).inc()
@@ -349,6 +360,40 @@ class TurnDriver:
             else:
                 self.finish("answered", text=outcome.text)
             return
+        if not outcome.is_error and self._critique(call, record.result):
+            return
+        self._next_call()
+
+    # -- the critic (spec/message-flow-v1.md, Post-action critic verification) --
+
+    def _critique(self, call: ToolCall, result: str) -> bool:
+        """Check a consequential call's result against what the person asked for, on the pool
+        with the light model; False when this call is not checked."""
+        turn, d = self._require(), self._d
+        remaining = turn.deadline - d.clock.monotonic()
+        if d.critic is None or not self.policy.attended or remaining <= 0 \
+                or not d.critic.checks(call.name, d.tools.danger(call.name)):
+            return False
+        request = d.critic.request(turn.loop, call, result)
+        turn.snap(request, "critic", d.clock.time())
+        turn.phase = "critic"
+        turn_id, timeout, work = turn.id, min(remaining, d.request_timeout_s), d.work
+
+        def job() -> Any:
+            return CriticReturned(turn_id, call, critic.check(
+                lambda r: work.call_llm(r, timeout, light=True), request))
+
+        self._submit(job)
+        return True
+
+    def _on_critic(self, returned: CriticReturned) -> None:
+        """The check came back: ok goes on; a critique goes into the trail; one that needs the
+        person's attention is also shown to them. A failed check goes on as if ok."""
+        turn = self._require()
+        escalation = critic.absorb(turn.loop, returned.call, returned.checked,
+                                   exchange_id=turn.id)
+        if escalation is not None:
+            self._host.show(escalation)
         self._next_call()
 
     # -- the person, mid-turn --
@@ -365,7 +410,7 @@ class TurnDriver:
             self.resolve_approval(turn.approval.id, False, reason="redirected")
         elif turn.phase == "llm":
             turn.steered_in_flight = True
-        # "tool" and "compacting": the next request, after the call returns, carries it.
+        # "tool", "critic" and "compacting": the next request, after them, carries it.
 
     def _ask_approval(self, call: ToolCall) -> None:
         turn = self._require()

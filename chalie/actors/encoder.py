@@ -34,6 +34,7 @@ from chalie.act.prompts import Prompts
 from chalie.act.snapshots import snapshot
 from chalie.actors.messages import (
     DropSpace,
+    EncodeTail,
     EncodeWindow,
     IndexBatch,
     MemoryGrew,
@@ -59,6 +60,7 @@ log = structlog.get_logger("chalie.encoder")
 
 BACKOFF_INITIAL_S = 5.0
 BACKOFF_MAX_S = 300.0
+TAIL_ROWS = 2  # after a silence, a window this small is encoded too (one exchange)
 INDEX_ORDER = (Kind.KNOWLEDGE, Kind.EPISODE, Kind.TRANSCRIPT)  # small and valuable first
 IN_PROCESS_CHUNK = 4  # texts an in-process embedder embeds before the job yields the GIL
 
@@ -113,6 +115,8 @@ class Encoder(SupervisedActor):
                     if channel is not None:
                         self._maybe_encode(channel)
                     self._index_soon()
+                case EncodeTail(channel=channel):
+                    self._maybe_encode(channel, at_least=TAIL_ROWS)
                 case _IndexNow():
                     self._soon = None
                     self._index()
@@ -138,12 +142,15 @@ class Encoder(SupervisedActor):
 
     # -- encoding --
 
-    def _maybe_encode(self, channel: str) -> None:
+    def _maybe_encode(self, channel: str, at_least: int | None = None) -> None:
+        """Encode the channel's next window once `at_least` messages (memory.encode_every_rows
+        unless a silence says otherwise) wait for it."""
         if channel in self._encoding:
             return
         conn = self._d.read()
         upto = mq.encoded_upto(conn, channel)
-        if mq.unencoded_count(conn, channel, upto) < self._d.memory.encode_every_rows:
+        needed = self._d.memory.encode_every_rows if at_least is None else at_least
+        if mq.unencoded_count(conn, channel, upto) < needed:
             return
         governor = self._d.governor
         if governor is not None and not governor.has_room("encoder"):

@@ -6,8 +6,10 @@ from typing import Any
 
 import msgspec
 
+from chalie.act.critic import Checked
+from chalie.cognition.topics import TopicChoice
 from chalie.frames import Frame
-from chalie.llm.types import ChatResponse, Image
+from chalie.llm.types import ChatResponse, Image, ToolCall
 from chalie.memory.context import TurnContext
 from chalie.store.background_ops import Op
 from chalie.store.effects import RememberFact
@@ -68,6 +70,14 @@ class ContextReady(_Msg, frozen=True):
     context: TurnContext
     images: tuple[Image, ...] = ()  # the turn's images, as the store has them
     missing_images: tuple[str, ...] = ()  # image ids the store has no image for
+    topic: TopicChoice | None = None  # the message's topic (chalie/cognition/topics.py)
+
+
+class EncodeTail(_Msg, frozen=True):
+    """To the Encoder: a silence ended a stretch of the channel's conversation; encode what
+    is not encoded yet now, however little."""
+
+    channel: str
 
 
 class LlmReturned(_Msg, frozen=True):
@@ -99,6 +109,14 @@ class CompactionReturned(_Msg, frozen=True):
     stage: str
     response: ChatResponse
     tokens_before: int
+
+
+class CriticReturned(_Msg, frozen=True):
+    """The critic's check of a consequential tool call came back (chalie/act/critic.py)."""
+
+    turn_id: str
+    call: ToolCall
+    checked: Checked
 
 
 class BackstopChecked(_Msg, frozen=True):

@@ -28,6 +28,7 @@ import structlog
 
 from chalie.act import approval
 from chalie.act.budget import PromptBudget
+from chalie.act.critic import Critic
 from chalie.act.fastpath import is_cancel, is_empty
 from chalie.act.loop import ActLoop
 from chalie.act.prompts import Prompts
@@ -55,12 +56,13 @@ from chalie.actors.messages import (
     UserMessage,
 )
 from chalie.actors.session_backstop import Backstop, channel_loop
+from chalie.actors.session_cognition import ChannelCognition, TurnCognition
 from chalie.actors.supervisor import Directory, Link, SupervisedActor
 from chalie.actors.turn import Turn, closing_frames, turn_record
 from chalie.actors.work import Work
 from chalie.background.governor import Governor
 from chalie.clock import Clock, Timer
-from chalie.config import ActConfig, LlmConfig, StoreConfig
+from chalie.config import ActConfig, CognitionConfig, LlmConfig, StoreConfig
 from chalie.frames import Done, Error, Frame, MessageDelta, Notification, Status, encode_live
 from chalie.llm.types import LlmProvider, ToolCall
 from chalie.memory import context
@@ -101,6 +103,7 @@ class SessionDeps:
     world: WorldBoard | None = None  # signals for the prompt's world-state section
     governor: Governor | None = None  # counts the person's tokens too (it never limits them)
     light: LlmProvider | None = None  # the light job's model (compaction); None: `provider`
+    cognition: CognitionConfig | None = None  # [cognition]; None: no critic
 
 
 class Session(SupervisedActor):
@@ -123,10 +126,16 @@ class Session(SupervisedActor):
             request_timeout_s=deps.llm.request_timeout_s,
             approval_timeout_s=deps.act.approval_timeout_s, recall=deps.recall,
             live=_live_sender(deps.directory, channel),
+            critic=Critic.of(deps.cognition, deps.prompts),
         ))
         self._backstop = Backstop(self, channel=channel, deps=deps, work=work)
+        self._cognition = ChannelCognition(channel, deps)
+        # What the post-turn fan-out of the turn being stored needs: its cognition, its text,
+        # whether it called tools (a person's chat only).
+        self._fan_out: tuple[TurnCognition, str, bool] | None = None
 
     def started(self) -> None:
+        self._cognition.load(self._deps.read())
         # A predecessor that crashed mid-turn left an open exchange: close it with an error.
         self._to_writer(CloseOpenExchange(self.channel))
 
@@ -240,8 +249,9 @@ class Session(SupervisedActor):
         if _from_person(request):
             self._person_active()  # the person (not a program) is talking: the DMN waits
         statement = None if action else read_name(text)
+        social = None if action else self._cognition.social_reply(text)
         recalls = not action and not is_empty(text) and not is_cancel(text) and not (
-            statement is not None and statement.whole)
+            statement is not None and statement.whole) and social is None
         # First, after only those pure checks: the exchange is open in the log, so a crash from
         # here on is closed with an error frame by whoever comes next. A turn that goes on to
         # recall says so in the same message (one transaction for the writer, not two).
@@ -269,11 +279,19 @@ class Session(SupervisedActor):
         if isinstance(request, ActionRequest):
             self._run_action(request)
             return
+        # A fast exit (nothing to answer, a cancel, a thanks) only acknowledges the person.
+        self._require_turn().cognition = TurnCognition(
+            social=social is not None or is_empty(text) or is_cancel(text))
+        if _from_person(request):
+            self._cognition.message_arrived(d.clock.time())
         if is_empty(text):
             self._driver.finish("cancelled", text=EMPTY)
             return
         if is_cancel(text):
             self._driver.finish("cancelled", text=NOTHING_TO_CANCEL)
+            return
+        if social is not None:  # "thanks!": a deterministic acknowledgement, no LLM call
+            self._driver.finish("answered", text=social)
             return
         if statement is not None and self._identity_hook(statement):
             return
@@ -331,6 +349,8 @@ class Session(SupervisedActor):
         ratio = self._token_ratio
         world = d.world.top() if d.world is not None else []
         image_ids = turn.image_ids
+        conversation = self._cognition.mind.state_text(d.prompts)
+        choose_topic = self._cognition.topic_job(text)
 
         def job() -> Any:
             conn = d.read()
@@ -338,11 +358,13 @@ class Session(SupervisedActor):
             built = context.build(
                 conn, channel=channel, text=text, recall=d.recall, prompts=d.prompts,
                 system=system, tools=tools, settings=d.context, token_ratio=ratio,
-                pending=pending, world=world,
+                pending=pending, world=world, conversation=conversation,
             )
+            topic = choose_topic(conn, built)
             log.info("context_ready", recalled=len(built.recalled), tokens=built.tokens,
-                     degraded=built.degraded, images=len(images))
-            return ContextReady(turn_id, built, images, tuple(missing))
+                     degraded=built.degraded, images=len(images),
+                     topic=topic.name if topic else None)
+            return ContextReady(turn_id, built, images, tuple(missing), topic)
 
         self._work.submit(job, turn_id=turn_id, reply=self.tell_self)
 
@@ -360,6 +382,10 @@ class Session(SupervisedActor):
                               history=ctx.history, tools=ctx.tools, world=ctx.world)
         turn.history_upto = ctx.history_upto
         turn.recalled = ctx.recalled
+        if isinstance(turn.cognition, TurnCognition):
+            c = turn.cognition
+            c.choice, c.recalled_texts, c.vector = ready.topic, ctx.recalled_texts, ctx.vector
+            c.history_messages, c.worlds = len(ctx.history), ctx.worlds
         self._driver.ask()
 
     # -- turn end --
@@ -374,8 +400,18 @@ class Session(SupervisedActor):
         """The driver's turn is over: hand its record and closing frames to the StoreWriter."""
         turn, outcome, elapsed = ending.turn, ending.outcome, ending.elapsed
         d = self._deps
-        frames = closing_frames(turn, outcome, elapsed, text=ending.text, error=ending.error,
-                                recoverable=ending.recoverable)
+        extras: tuple[Any, ...] = ()
+        verdict = None
+        if isinstance(turn.cognition, TurnCognition):
+            verdict = self._cognition.close(turn, ending.text, cancelled=outcome == "cancelled")
+            extras = tuple(turn.cognition.ops)
+            self._fan_out = (turn.cognition, turn.user_text,
+                             bool(turn.loop.metrics().tools))
+        frames = closing_frames(
+            turn, outcome, elapsed, text=ending.text, error=ending.error,
+            recoverable=ending.recoverable, topic=verdict.topic if verdict else None,
+            mode=verdict.mode if verdict else "act",
+            confidence=verdict.confidence if verdict else None)
         record = turn_record(turn, self.channel, outcome, elapsed, d.clock.time(),
                              text=ending.text, error=ending.error)
         d.metrics.turns.labels(outcome=outcome).inc()
@@ -386,7 +422,8 @@ class Session(SupervisedActor):
         self._token_ratio = turn.budget.ratio
         self._storing = (turn.id, turn.client_id, _from_person(turn.request))
         self._to_writer(CommitTurn(record, frames, turn.received_at,
-                                   notify=_notification(turn.request, ending.text)))
+                                   notify=_notification(turn.request, ending.text),
+                                   extras=extras))
         # If the writer never answers (it crashed holding this turn), do not wait forever.
         wait = d.store.reply_timeout_s
         turn_id = turn.id
@@ -405,11 +442,23 @@ class Session(SupervisedActor):
                        Done(duration_ms=0, exchange_id=turn_id))
         by_person = self._storing is not None and self._storing[2]
         self._storing = None
-        # Post-turn fan-out (user path only): the DMN's idle timer, the compaction backstop.
-        if by_person:
-            self._person_active()
-        if not self._inbox:
-            self._backstop.check(turn_id, self._token_ratio)
+        fan_out, self._fan_out = self._fan_out, None
+
+        def backstop() -> None:
+            if not self._inbox:
+                self._backstop.check(turn_id, self._token_ratio)
+
+        # Post-turn fan-out (a person's chat; its answer is out): phase and situation, the
+        # DMN's idle timer, counters, the compaction backstop, each step isolated.
+        if by_person and fan_out is not None:
+            cognition, text, used_tools = fan_out
+            self._cognition.fan_out(cognition, text, used_tools,
+                                    [("dmn_idle_reset", self._person_active),
+                                     ("compaction_backstop", backstop)])
+        else:
+            if by_person:
+                self._person_active()
+            backstop()
         self._start_next()
 
     # -- the driver's host --

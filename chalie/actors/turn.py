@@ -22,7 +22,7 @@ from chalie.store.records import (
     TurnRecord,
 )
 
-Phase = Literal["context", "llm", "tool", "approval", "compacting"]
+Phase = Literal["context", "llm", "tool", "critic", "approval", "compacting"]
 
 
 @dataclass
@@ -65,6 +65,7 @@ class Turn:
     effects: list[Effect] = field(default_factory=list)  # the turn's own, before any tool's
     recalled: tuple[int, ...] = ()  # memory keys that went into the prompt
     snapshots: list[SnapshotRow] = field(default_factory=list)
+    cognition: Any = None  # a person's turn: its TurnCognition (chalie/actors/session_cognition)
 
     def snap(self, request: ChatRequest, purpose: str, now: float) -> None:
         """Keep this LLM request as sent."""
@@ -82,14 +83,16 @@ class Turn:
 
 def closing_frames(
     turn: Turn, outcome: Outcome, elapsed: float, *, text: str | None, error: str | None,
-    recoverable: bool,
+    recoverable: bool, topic: str | None = None, mode: str = "act",
+    confidence: float | None = None,
 ) -> tuple[Frame, ...]:
     """`message` (or `error`) with the metrics block, then `done`: how every turn ends."""
     metrics = turn.loop.metrics()
     block = FrameMetrics(metrics.tokens_total, metrics.tools, round(elapsed, 4))
     last: Frame
     if text is not None:
-        last = Message(blocks=text_blocks(text), exchange_id=turn.id, metrics=block)
+        last = Message(blocks=text_blocks(text), exchange_id=turn.id, metrics=block,
+                       topic=topic, mode=mode, confidence=confidence)
     else:
         last = Error(message=error or outcome, recoverable=recoverable, exchange_id=turn.id,
                      metrics=block)

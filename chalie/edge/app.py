@@ -30,6 +30,7 @@ from chalie.edge.rest_messages import MessagesHandler
 from chalie.edge.rest_ops import HealthHandler, MetricsHandler
 from chalie.edge.rest_schedules import ScheduleHandler, SchedulesHandler
 from chalie.edge.rest_signals import BatchHandler, SignalHandler
+from chalie.edge.rest_state import StateHandler
 from chalie.edge.rest_subscriptions import SubscriptionHandler, SubscriptionsHandler
 from chalie.edge.rest_turns import TurnPromptsHandler, TurnsHandler
 from chalie.edge.ws import ChatSocket
@@ -82,6 +83,7 @@ def make_app(ctx: EdgeContext) -> tornado.web.Application:
             (r"/api/images", ImagesHandler, args),
             (r"/api/images/([^/]+)", ImageHandler, args),
             (r"/api/mcp", McpHandler, args),
+            (r"/api/state", StateHandler, args),
         ],
         websocket_max_message_size=max(HARD_FRAME_LIMIT, ctx.config.server.max_frame_bytes),
         websocket_ping_interval=None,

@@ -55,6 +55,9 @@ class TurnContext(msgspec.Struct, frozen=True):
     tokens: dict[str, int]  # what each section used
     degraded: str | None = None
     world: str = ""  # the fenced world-state section, or "" when no signal is salient
+    vector: bytes | None = None  # the message's embedding, when recall made one
+    recalled_texts: tuple[str, ...] = ()  # the texts of the items in the memory section
+    worlds: int = 0  # signals in the world-state section
 
 
 def build(
@@ -70,10 +73,13 @@ def build(
     token_ratio: float = 1.0,
     pending: Sequence[RememberFact] = (),
     world: Sequence[Salient] = (),
+    conversation: str = "",
 ) -> TurnContext:
     """Gather and fit the context of a turn on `channel` answering `text`. `pending` are facts
     this turn already knows (the name the person just gave) before they are stored; `world` the
-    most salient signals with their salience, sharing the state section's budget."""
+    most salient signals with their salience, sharing the state section's budget;
+    `conversation` where the conversation stands (topic, phase, confidence, situation), kept
+    in the state section after the checkpoint."""
 
     def tokens(s: str) -> int:
         return max(1, round(estimate_tokens(s) * token_ratio))
@@ -103,8 +109,10 @@ def build(
         identity_pieces.append(Piece(line, tokens(line), PINNED if pinned else len(people) - n))
     state_pieces: list[Piece[str]] = []
     current_state = None
-    if checkpoint is not None:
-        state_text = redact(checkpoint.text, checkpoint.created_at)
+    state_text = redact(checkpoint.text, checkpoint.created_at) if checkpoint else ""
+    if conversation:
+        state_text = f"{state_text}\n\n{conversation}" if state_text else conversation
+    if state_text:
         current_state = Piece(state_text, tokens(state_text), PINNED)
         state_pieces.append(current_state)
     for salient in world:
@@ -143,6 +151,9 @@ def build(
                 "history": assembly.used(fitted.history),
                 "history_budget": fitted.history_budget},
         degraded=found.degraded,
+        vector=found.vector,
+        recalled_texts=tuple(hit.item.text for hit, _ in kept),
+        worlds=len(kept_world),
     )
 
 

@@ -63,6 +63,7 @@ class Hit(msgspec.Struct, frozen=True):
 class Recalled(msgspec.Struct, frozen=True):
     hits: tuple[Hit, ...]
     degraded: str | None = None  # why the vector ranking was left out, when it was
+    vector: bytes | None = None  # the query's own vector (float32), when it was embedded
 
 
 class Recall:
@@ -97,8 +98,8 @@ class Recall:
             return Recalled(())
         text_ranked = [key for key in fts.search(conn, query, CANDIDATES + 16) if eligible(key)]
         text_ranked = text_ranked[:CANDIDATES]
-        vector_ranked, similarity, degraded = self._vector_ranking(conn, query, text_ranked,
-                                                                   eligible)
+        vector_ranked, similarity, degraded, vector = self._vector_ranking(
+            conn, query, text_ranked, eligible)
         fused: dict[int, float] = {}
         for ranking in (text_ranked, vector_ranked):
             for rank, key in enumerate(ranking, 1):
@@ -125,16 +126,16 @@ class Recall:
         hits.sort(key=lambda h: (-h.score, -h.item.mkey))
         if self._metrics is not None:
             self._metrics.recall_seconds.observe(time.perf_counter() - started)
-        return Recalled(tuple(hits[:k]), degraded)
+        return Recalled(tuple(hits[:k]), degraded, vector)
 
     def _vector_ranking(self, conn: apsw.Connection, query: str, text_ranked: list[int],
                         eligible: Callable[[int], bool],
-                        ) -> tuple[list[int], dict[int, float], str | None]:
+                        ) -> tuple[list[int], dict[int, float], str | None, bytes | None]:
         if self._embedder is None:
-            return [], {}, "no embedder"
+            return [], {}, "no embedder", None
         dim = mq.space_dim(conn, self._space_id)
         if dim is None:
-            return [], {}, None  # nothing embedded yet in this space
+            return [], {}, None, None  # nothing embedded yet in this space
         try:
             (vector,) = self._embedder.embed([query],
                                              timeout_s=self._config.query_embed_timeout_s)
@@ -142,13 +143,13 @@ class Recall:
             log.warning("query_not_embedded", error=str(e), embedder=self._embedder.kind)
             if self._metrics is not None:
                 self._metrics.recall_degraded.inc()
-            return [], {}, f"the query could not be embedded: {e}"
+            return [], {}, f"the query could not be embedded: {e}", None
         if len(vector) // 4 != dim:
             problem = f"the embedder gives {len(vector) // 4} dimensions, the index {dim}"
             log.warning("query_not_comparable", error=problem, embedder=self._embedder.kind)
             if self._metrics is not None:
                 self._metrics.recall_degraded.inc()
-            return [], {}, problem
+            return [], {}, problem, None
         near = mq.nearest(conn, self._space_id, vector, CANDIDATES) \
             if self._embedder.binary_knn else []
         newest = mq.newest(conn, NEWEST)
@@ -157,4 +158,4 @@ class Recall:
         scored = [(key, s) for key, s in mq.similarities(conn, self._space_id, vector,
                                                            candidates) if s >= MIN_SIMILARITY]
         scored = scored[:CANDIDATES]
-        return [key for key, _ in scored], dict(scored), None
+        return [key for key, _ in scored], dict(scored), None, vector

@@ -19,7 +19,7 @@ import apsw
 import msgspec
 
 from chalie.frames import Frame, Notification, Task
-from chalie.store import goal_rows, image_rows, proactive_rows, schedule_rows
+from chalie.store import cognition_rows, goal_rows, image_rows, proactive_rows, schedule_rows
 from chalie.store.goal_rows import StepRow
 from chalie.store.proactive_rows import ProactiveRow
 from chalie.store.schedule_rows import ScheduleRow
@@ -150,10 +150,30 @@ class Spend(msgspec.Struct, frozen=True, tag=True):
     ref: str | None = None
 
 
+class TopicSeen(msgspec.Struct, frozen=True, tag=True):
+    """A person's message joined a topic, or started it (chalie/cognition/topics.py)."""
+
+    topic_id: str
+    channel: str
+    name: str
+    new: bool
+    keywords: tuple[str, ...]
+    vector: bytes | None
+    space_id: int | None
+    fok: float
+
+
+class SaveMind(msgspec.Struct, frozen=True, tag=True):
+    """Where a channel's conversation stands (cognition_rows.STATE_FIELDS)."""
+
+    channel: str
+    values: dict[str, Any]
+
+
 Op = (
     InsertSchedule | CancelSchedule | ScheduleRan | ScheduleMissed | InsertGoal | CancelGoal
     | GoalState | SavePlan | StepStatus | GoalSpent | PauseGoal | Proactive | DeliverDeferred
-    | DmnRun | Spend | InsertImage
+    | DmnRun | Spend | InsertImage | TopicSeen | SaveMind
 )
 
 
@@ -181,6 +201,13 @@ def apply(conn: apsw.Connection, ops: Sequence[Op], *, turn_id: str | None,
 def _apply(conn: apsw.Connection, op: Op, turn_id: str | None, now: float,
            out: Applied) -> Any:
     match op:
+        case TopicSeen():
+            cognition_rows.topic_seen(conn, topic_id=op.topic_id, channel=op.channel,
+                                      name=op.name, new=op.new, keywords=op.keywords,
+                                      vector=op.vector, space_id=op.space_id, fok=op.fok,
+                                      now=now)
+        case SaveMind(channel=channel, values=values):
+            cognition_rows.save_state(conn, channel, values, now)
         case InsertImage():
             image_rows.insert(conn, op.image_id, op.media_type, op.data, now)
         case InsertSchedule(row=row):

@@ -492,13 +492,15 @@ def start_tree(make_config: Any, clock: WatchedClock) -> Iterator[Callable[..., 
         goals: dict[str, Any] | None = None,
         governor: dict[str, Any] | None = None,
         paths_pool: Executor | None = None,
+        cognition: dict[str, Any] | None = None,
     ) -> Tree:
         """`confirm`/`block` are the registry's tools.confirm/tools.block; `pool` replaces the
         worker pool (`threaded` picks a real one of 4 threads, otherwise jobs run inline).
         `paths` starts the background paths (Dmn, Scheduler, goals) too, on `paths_pool`
         (inline unless given). `encoder` starts the Encoder too, on `background` (inline unless
         given); `world` starts
-        WorldState publishing on that board, which prompts read."""
+        WorldState publishing on that board, which prompts read. `cognition` gives the Session
+        the [cognition] config with these overrides (without it: none, so no critic)."""
         config = make_config(
             act=act or {}, llm=llm or {}, store=store or {},
             memory={"index_delay_s": 0.0, **(memory or {})},  # embed at once unless told
@@ -511,6 +513,7 @@ def start_tree(make_config: Any, clock: WatchedClock) -> Iterator[Callable[..., 
             scheduler=scheduler or {},
             goals=goals or {},
             governor=governor or {},
+            cognition=cognition or {},
         )
         store_config = config.store
         embedder = embedder or HashedEmbedder()
@@ -548,6 +551,7 @@ def start_tree(make_config: Any, clock: WatchedClock) -> Iterator[Callable[..., 
                 history_turns=config.act.history_turns, recall_k=config.memory.recall_k,
             ),
             world=world,
+            cognition=config.cognition if cognition is not None else None,
         )
         encoder_deps = EncoderDeps(
             provider=provider, prompts=deps.prompts, embedder=embedder, space_id=space_id,

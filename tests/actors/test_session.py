@@ -42,7 +42,7 @@ def test_plain_chat_gets_status_message_and_done_in_seq_order(start_tree: Any) -
          "text": frames[0]["text"]},
         {"type": "status", "seq": 2, "stage": "retrieving_memory", "exchange_id": exchange},
         {"type": "message", "seq": 3, "blocks": [{"type": "text", "text": "Hello there."}],
-         "exchange_id": exchange, "topic": None, "mode": "act", "confidence": None,
+         "exchange_id": exchange, "topic": None, "mode": "respond", "confidence": None,
          "metrics": {"tokens_total": 37, "tools": {}, "response_time_s": 1.5}},
         {"type": "done", "seq": 4, "duration_ms": 1500, "exchange_id": exchange},
     ]

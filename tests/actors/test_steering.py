@@ -124,7 +124,7 @@ def test_cancel_phrase_during_a_turn_stops_it_without_another_model_call(
          "text": frames[0]["text"]},
         {"type": "status", "seq": 2, "stage": "retrieving_memory", "exchange_id": exchange},
         {"type": "message", "seq": 3, "blocks": [{"type": "text", "text": "Okay, I've stopped."}],
-         "exchange_id": exchange, "topic": None, "mode": "act", "confidence": None,
+         "exchange_id": exchange, "topic": None, "mode": "acknowledge", "confidence": None,
          "metrics": {"tokens_total": 0, "tools": {}, "response_time_s": 2.0}},
         {"type": "done", "seq": 4, "duration_ms": 2000, "exchange_id": exchange},
     ]
@@ -166,7 +166,7 @@ def test_message_with_nothing_to_answer_ends_at_once_without_the_model(
         {"type": "status", "seq": 1, "stage": "processing", "exchange_id": exchange,
          **({"text": text} if text else {})},
         {"type": "message", "seq": 2, "blocks": [{"type": "text", "text": reply}],
-         "exchange_id": exchange, "topic": None, "mode": "act", "confidence": None,
+         "exchange_id": exchange, "topic": None, "mode": "acknowledge", "confidence": None,
          "metrics": {"tokens_total": 0, "tools": {}, "response_time_s": 0.5}},
         {"type": "done", "seq": 3, "duration_ms": 500, "exchange_id": exchange},
     ]

@@ -194,3 +194,25 @@ def test_the_dashboard_shows_turns_their_prompts_signals_spending_and_schedules(
         assert http.get(f"/api/schedules/{schedule_id}").json()["state"] == "cancelled"
     no_section_errors(browser)
     shot(browser, "schedule-cancelled")
+
+
+def test_the_conversation_section_shows_topic_phase_and_situation(
+    browser: WebDriver, server: ServerProcess, llm: StubLlm, shot: Shot
+) -> None:
+    """What Chalie tracks of the conversation (GET /api/state) is on the dashboard: the topic,
+    the phase, the last turn's confidence and an open loop the person mentioned."""
+    llm.queue(completion("Good luck with the dentist."))
+    frames = server.connect().turn("I need to call the dentist tomorrow about my tooth")
+    topic = next(f for f in frames if f["type"] == "message")["topic"]
+    assert topic
+    login(browser, server, "/brain")
+    section = into_view(browser, wait_text(browser, "#conversation-situation",
+                                           "call the dentist tomorrow about my tooth"))
+    summary = find(browser, "#conversation-summary").text
+    assert topic in summary
+    assert "phase" in summary
+    assert "confidence" in summary
+    wait_text(browser, "#topics-list li.topic", topic)
+    no_section_errors(browser)
+    assert section.is_displayed()
+    shot(browser, "conversation")

@@ -195,7 +195,11 @@ def test_with_no_model_the_server_starts_and_a_chat_says_what_to_change(tmp_path
     down = f"http://127.0.0.1:{closed_port()}/v1"
     server = started(tmp_path, None, llm={"base_url": down, "retries": 0})
     try:
-        wait_for(lambda: any(e.get("event") == "llm_unavailable" for e in server.log_events()))
+        try:
+            wait_for(lambda: any(e.get("event") == "llm_unavailable"
+                                 for e in server.log_events()))
+        except AssertionError:
+            raise AssertionError(f"no llm_unavailable line; the log: {server.lines}") from None
         frames = server.connect().turn("hello")
         error = next(f for f in frames if f["type"] == "error")
         assert "openai" in error["message"]

@@ -8,12 +8,14 @@ import { memorySection } from './brain-memory.js';
 import { goalsSection, schedulesSection } from './brain-plans.js';
 import { signalsSection, turnsSection } from './brain-activity.js';
 import { spendingSection, proactiveSection } from './brain-spending.js';
+import { stateSection } from './brain-state.js';
 
 const POLL_MS = 15_000;
 
 const SECTIONS = [
   pairingSection, interfacesSection, mcpSection, subscriptionsSection, memorySection,
-  goalsSection, schedulesSection, signalsSection, turnsSection, spendingSection, proactiveSection,
+  goalsSection, schedulesSection, stateSection, signalsSection, turnsSection, spendingSection,
+  proactiveSection,
 ];
 
 /** What a section's code gets: its element, a way to reload it, and to report errors. */

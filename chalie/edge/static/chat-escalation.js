@@ -72,11 +72,19 @@ function decide(escalation, approve, sendAction) {
   settleEscalation(escalation, approve);
 }
 
+// An escalation with expires_in_s 0 waits for nothing: the critic found that a consequential
+// action may not have done what the person asked, and says so. It has no buttons.
+export function isNotice(frame) {
+  return !(Number(frame.expires_in_s) > 0);
+}
+
 export function createEscalation(frame, sendAction) {
-  const node = el("section", "escalation");
+  const notice = isNotice(frame);
+  const node = el("section", notice ? "escalation notice" : "escalation");
   node.dataset.approvalId = frame.approval_id;
-  node.setAttribute("aria-label", "Approval needed");
-  const heading = el("p", "escalation-title", "Chalie asks before going on");
+  node.setAttribute("aria-label", notice ? "Please check" : "Approval needed");
+  const heading = el("p", "escalation-title",
+    notice ? "Chalie asks you to check this" : "Chalie asks before going on");
   const content = el("p", "escalation-content", frame.content);
   const tool = el("p", "escalation-tool");
   tool.append("Tool: ", el("code", "", frame.tool));
@@ -95,6 +103,12 @@ export function createEscalation(frame, sendAction) {
   const escalation = {
     node, approve, deny, decision, expires, approvalId: frame.approval_id, settled: false, timer: 0,
   };
+  if (notice) {
+    actions.hidden = true;
+    expires.hidden = true;
+    escalation.settled = true;
+    return escalation;
+  }
   const remembered = loadDecisions()[frame.approval_id];
   if (remembered === true || remembered === false) {
     settleEscalation(escalation, remembered);
