@@ -131,6 +131,14 @@ def _raise_open_files_limit() -> None:
                                                         else 65536, hard))
 
 
+def _say(text: str) -> None:
+    """A line for the person on stdout, in one write: log lines from other threads go to the
+    same stream, and print() writes the text and its newline separately, so one could land
+    between them and both lines would be garbled."""
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
 def _browser_address(host: str, port: int) -> str:
     """Where a browser on this machine finds the server: a wildcard address is not one."""
     if host in ("", "0.0.0.0", "::"):
@@ -149,16 +157,12 @@ async def _serve(config: Config) -> int:
         loop.add_signal_handler(sig, stop.set)
     await server.start()
     if server.generated_password:
-        print(
-            f"chalie: generated login password: {server.generated_password}\n"
-            "chalie: it is shown only this once; set auth.password to choose your own",
-            flush=True,
-        )
+        _say(f"chalie: generated login password: {server.generated_password}\n"
+             "chalie: it is shown only this once; set auth.password to choose your own")
     log.info("listening", host=config.server.host, port=server.port, db=str(server.db_path),
              llm=config.llm.provider)
     address = _browser_address(config.server.host, server.port)
-    print(f"chalie: open {address} in a browser to chat ({address}brain: the dashboard)",
-          flush=True)
+    _say(f"chalie: open {address} in a browser to chat ({address}brain: the dashboard)")
     stopped = asyncio.ensure_future(stop.wait())
     failed = asyncio.ensure_future(server.wait_failed())
     await asyncio.wait({stopped, failed}, return_when=asyncio.FIRST_COMPLETED)

@@ -179,6 +179,7 @@ class Server:
             world=programs.world,
             governor=self.governor,
             cognition=self.config.cognition,
+            timezone=self.config.dmn.timezone,
         )
         encoder_deps = EncoderDeps(
             provider=self.models.light, prompts=self.prompts, embedder=self.embedder,

@@ -85,7 +85,8 @@ def children(config: Config, paths: PathDeps, common: dict[str, Any]) -> tuple[C
     """The Dmn, the Scheduler and the goals' supervisor."""
 
     def start_dmn(link: Link) -> pykka.ActorRef[Any]:
-        return Dmn.start(link, deps=paths, config=config.dmn)
+        return Dmn.start(link, deps=paths, config=config.dmn,
+                         gist_ttl_s=config.cognition.gist_ttl_s)
 
     def start_scheduler(link: Link) -> pykka.ActorRef[Any]:
         return Scheduler.start(link, deps=paths, config=config.scheduler)

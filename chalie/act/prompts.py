@@ -24,7 +24,7 @@ _EXPECTED: dict[str, frozenset[str]] = {
     "plan": frozenset({"goal", "tools"}),
     "critic": frozenset({"user_text", "steering", "tool", "args", "result"}),
     "dmn": frozenset({"identity", "state", "world", "memory", "history", "trail", "loops",
-                      "goals", "trigger", "nothing"}),
+                      "goals", "trigger", "nothing", "concepts"}),
     "goal_step": frozenset({"identity", "state", "world", "memory", "history", "trail",
                             "goal", "plan", "step_id", "step", "last"}),
     "tools_in_prompt": frozenset({"system", "tools"}),
@@ -49,7 +49,7 @@ _FRAGMENTS: dict[str, frozenset[str]] = {
     "interface_metadata": frozenset({"metadata"}),
     "memory_empty": frozenset(), "history_empty": frozenset(),
     "identity_empty": frozenset(), "identity_name": frozenset({"name"}),
-    "identity_item": frozenset({"key", "value"}),
+    "identity_item": frozenset({"key", "value"}), "identity_adaptive": frozenset({"trait"}),
     "memory_message_person": frozenset({"date", "text"}),
     "memory_message_assistant": frozenset({"date", "text"}),
     "memory_episode": frozenset({"date", "text"}), "memory_fact": frozenset({"date", "text"}),
@@ -75,6 +75,7 @@ _FRAGMENTS: dict[str, frozenset[str]] = {
     "dmn_idle": frozenset({"since"}), "dmn_cadence": frozenset(), "dmn_none": frozenset(),
     "dmn_loop": frozenset({"id", "date", "text"}), "dmn_episode_loop": frozenset({"text"}),
     "dmn_goal": frozenset({"id", "state", "goal"}),
+    "dmn_concept": frozenset({"name", "activation"}), "drift_gists": frozenset({"items"}),
 }
 
 

@@ -18,13 +18,20 @@ person's channel, and the assistant's line in its transcript.
 The Dmn also owns delivery of the deferred queue: when quiet hours end, and when the person
 connects (PersonConnected), whichever is first; messages older than `dmn.deferred_max_age_s`
 are dropped, counted.
+
+It prefers the person's usual hours (the `active_hours` trait, chalie/cognition/traits.py):
+a thought it would send outside them, when enough evidence says when they are, waits in the
+same queue for the next usual hour, at most USUAL_HOURS_MAX_WAIT_S and never as long as
+`dmn.deferred_max_age_s`; the person connecting meanwhile gets it at once.
 """
 
 from __future__ import annotations
 
+import random
 from datetime import UTC, datetime
 from typing import Any
 
+import apsw
 import msgspec
 import structlog
 
@@ -42,9 +49,17 @@ from chalie.actors.supervisor import Link
 from chalie.background import drift
 from chalie.background.drift import Inputs
 from chalie.clock import Timer
+from chalie.cognition import concepts, traits
 from chalie.config import DmnConfig
-from chalie.store import proactive_rows
-from chalie.store.background_ops import DeliverDeferred, DmnRun, Op, Proactive
+from chalie.store import concept_rows, proactive_rows, trait_rows
+from chalie.store.background_ops import (
+    ConceptsActivated,
+    DeliverDeferred,
+    DmnRun,
+    DriftGist,
+    Op,
+    Proactive,
+)
 from chalie.store.proactive_rows import ProactiveRow
 from chalie.tools.view import ToolView
 
@@ -52,6 +67,21 @@ log = structlog.get_logger("chalie.dmn")
 
 TOOLS = ("memory", "recall", "schedule", "goal")
 BUSY_RETRY_S = 60.0  # an idle trigger that finds a thought in hand tries again this much later
+USUAL_HOURS_MAX_WAIT_S = 12 * 3600.0  # a thought waits at most this long for the usual hours
+GIST_TTL_S = 1800.0  # cognition.gist_ttl_s's default
+GIST_CHARS = 500  # a drift gist longer than this is cut
+
+
+def activated(conn: apsw.Connection, trigger: str, at: float) -> tuple[concepts.Activated, ...]:
+    """Spreading activation over the stored concepts, from seeds drawn with a generator seeded
+    by the trigger and its time: the same run always thinks of the same concepts."""
+    try:
+        nodes, links = concept_rows.graph(conn)
+        rng = random.Random(f"{trigger}:{at:.6f}")
+        return tuple(concepts.activate(nodes, links, rng, now=at))
+    except Exception:  # the thought goes on without concepts
+        log.exception("concepts_not_activated")
+        return ()
 
 
 class _Due(msgspec.Struct, frozen=True, tag=True):
@@ -64,10 +94,15 @@ class _QuietOver(msgspec.Struct, frozen=True, tag=True):
     """The Dmn's own: quiet hours ended; deliver what waited."""
 
 
+class _UsualHour(msgspec.Struct, frozen=True, tag=True):
+    """The Dmn's own: the person's usual active hours began; deliver what waited for them."""
+
+
 class _InputsRead(msgspec.Struct, frozen=True, tag=True):
     trigger: str
     at: float
     inputs: Inputs
+    concepts: tuple[concepts.Activated, ...] = ()  # spreading activation's top concepts
 
 
 class _InputsFailed(msgspec.Struct, frozen=True, tag=True):
@@ -79,9 +114,11 @@ class Dmn(PathActor):
     path = "dmn"
     light_model = True
 
-    def __init__(self, link: Link | None, *, deps: PathDeps, config: DmnConfig) -> None:
+    def __init__(self, link: Link | None, *, deps: PathDeps, config: DmnConfig,
+                 gist_ttl_s: float = GIST_TTL_S) -> None:
         super().__init__(link, deps=deps, tools=ToolView(deps.catalog, allow=TOOLS))
         self._config = config
+        self._gist_ttl_s = gist_ttl_s  # cognition.gist_ttl_s
         self._booted = False
         self._last_active = deps.clock.time()  # wall clock; the store says better at start
         self._idle_fired_for: float | None = None  # the activity whose idle period fired
@@ -90,6 +127,7 @@ class Dmn(PathActor):
         self._storing: str | None = None
         self._timers: dict[str, Timer] = {}
         self._deferred_waiting = False
+        self._wait_until: float | None = None  # a thought waits for the person's usual hours
 
     @property
     def busy(self) -> str | None:
@@ -136,6 +174,10 @@ class Dmn(PathActor):
             case _QuietOver():
                 self._timers.pop("quiet", None)
                 self._deliver("quiet_hours_over")
+                self._quiet_watch()
+            case _UsualHour():
+                self._timers.pop("usual", None)
+                self._wait_until = None
                 self._quiet_watch()
             case _InputsRead():
                 self._think(message)
@@ -222,7 +264,7 @@ class Dmn(PathActor):
             except Exception as e:  # a broken read must not leave the Dmn busy for good
                 log.exception("dmn_inputs_failed")
                 return _InputsFailed(trigger, repr(e))
-            return _InputsRead(trigger, now, inputs)
+            return _InputsRead(trigger, now, inputs, activated(d.read(), trigger, now))
 
         self._work.submit(job, turn_id=f"dmn-{trigger}", reply=self.tell_self)
 
@@ -247,6 +289,9 @@ class Dmn(PathActor):
         turn = self.new_turn(
             text=f"[dmn] {trigger}", template="dmn",
             extra={"loops": inputs.loops, "goals": inputs.goals, "nothing": drift.NO_ACTION,
+                   "concepts": "\n".join(
+                       f("dmn_concept", name=c.name, activation=f"{c.activation:.2f}")
+                       for c in read.concepts) or f("dmn_none"),
                    "trigger": f("dmn_idle", since=since) if trigger == "idle"
                    else f("dmn_cadence")},
             max_iterations=config.max_iterations, timeout_s=config.timeout_s,
@@ -274,42 +319,83 @@ class Dmn(PathActor):
                 d.metrics.proactive_suppressed.labels(reason="no_action").inc()
             else:
                 status, reason = d.attention.decide(capped=True)
+                wake = self._usual_hour() if status == "sent" else None
+                if wake is not None:
+                    status, reason = "deferred", "inactive_hours"
+                    self._wait_until = max(wake, self._wait_until or wake)
                 result = status
                 ops.append(Proactive(ProactiveRow(
                     path="dmn", channel=d.channel, content=ending.text, status=status,
                     capped=True, composed_at=d.clock.time(), reason=reason)))
                 if status == "suppressed":
                     d.metrics.proactive_suppressed.labels(reason=reason or "cap").inc()
+                    ops.append(self._gist(ending.text, read))
                 else:
                     d.metrics.proactive.labels(path="dmn", result=status).inc()
                 if status == "deferred":
-                    d.metrics.proactive_suppressed.labels(reason="quiet_hours").inc()
+                    d.metrics.proactive_suppressed.labels(reason=reason or "quiet_hours").inc()
         else:
             result = "error"
         log.info("dmn_thought", trigger=read.trigger, result=result, outcome=ending.outcome,
                  error=ending.error)
         ops.append(DmnRun(read.trigger, read.at, result, read.inputs.fingerprint))
+        if read.concepts:  # their cooldown starts
+            ops.append(ConceptsActivated(tuple(c.id for c in read.concepts), read.at))
         self._storing = ending.turn.id
         self.commit(ending, tuple(ops), reply_to="dmn")
         if result == "deferred":  # after the commit: the writer stores the message first
             self._deferred_waiting = True
             self._quiet_watch()
 
+    def _gist(self, text: str, read: _InputsRead) -> DriftGist:
+        """A thought not sent: the next user turn may see it, for cognition.gist_ttl_s."""
+        text = " ".join(text.split())
+        if len(text) > GIST_CHARS:
+            text = text[:GIST_CHARS].rstrip() + "…"
+        return DriftGist(self._deps.channel, text, tuple(c.name for c in read.concepts),
+                         self._deps.clock.time() + self._gist_ttl_s)
+
     # -- the deferred queue --
 
+    def _usual_hour(self) -> float | None:
+        """When the person's next usual active hour begins, if now is outside their usual
+        hours (known from enough evidence) and it comes soon enough to wait for; else None."""
+        d = self._deps
+        zone = d.attention.quiet.zone
+        if zone is None:
+            return None
+        now = d.clock.time()
+        try:
+            learned = trait_rows.load(d.read())
+        except apsw.Error:
+            log.exception("traits_not_read")
+            return None
+        wake = traits.next_usual_hour(learned, now, zone)
+        limit = min(USUAL_HOURS_MAX_WAIT_S, self._config.deferred_max_age_s)
+        return wake if wake is not None and wake - now < limit else None
+
     def _quiet_watch(self) -> None:
-        """While it is quiet, wake when quiet hours end; when it is not, deliver what waits."""
+        """While it is quiet, wake when quiet hours end; when it is not, deliver what waits
+        (or, when it waits for the person's usual hours, wake when they begin)."""
         d = self._deps
         if "quiet" in self._timers:
             return
         now = d.clock.time()
         ends = d.attention.quiet.ends_at(now)
         if not d.attention.quiet.is_quiet(now):
+            if self._wait_until is not None and now < self._wait_until:
+                if "usual" not in self._timers:
+                    self._at("usual", self._wait_until, _UsualHour())
+                return
             self._deliver("not_quiet")
         elif ends is not None:
             self._at("quiet", ends, _QuietOver())
 
     def _deliver(self, why: str) -> None:
+        usual = self._timers.pop("usual", None)
+        if usual is not None:
+            usual.cancel()
+        self._wait_until = None
         if not self._deferred_waiting:
             return
         self._deferred_waiting = False

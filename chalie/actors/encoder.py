@@ -54,6 +54,7 @@ from chalie.memory.embedders import Embedder
 from chalie.memory.items import Kind
 from chalie.metrics import Metrics
 from chalie.store import memory_queries as mq
+from chalie.store.concept_rows import ConceptRow
 from chalie.store.memory_writes import SnapshotRow
 
 log = structlog.get_logger("chalie.encoder")
@@ -200,13 +201,29 @@ class Encoder(SupervisedActor):
             d.metrics.encodings.labels(outcome="encoded").inc()
             self._tell(StoreEpisodes(channel, upto, lines[-1].id, encoding_id, window.episodes,
                                      window.facts, window.fact_turn_id, tuple(snaps),
-                                     tokens=tokens, llm_calls=calls))
+                                     tokens=tokens, llm_calls=calls,
+                                     concepts=self._concepts(window.concepts),
+                                     relations=window.relations, space_id=d.space_id))
             return None
         else:
             log.warning("encoding_skipped", channel=channel, transcript_from=lines[0].id,
                         transcript_to=lines[-1].id, reason="two invalid answers")
         self._tell(SaveSnapshots(encoding_id, tuple(snaps), tokens=tokens, llm_calls=calls))
         return EncodeWindow(channel, stored=False)
+
+    def _concepts(self, names: tuple[str, ...]) -> tuple[ConceptRow, ...]:
+        """The window's concepts with their vectors (so that near-duplicates merge); when the
+        embedder fails they go without, and merge by name only."""
+        if not names:
+            return ()
+        d = self._d
+        try:
+            vectors = d.embedder.embed(list(names), timeout_s=d.memory.embed_timeout_s)
+        except Exception as e:  # EmbedError, or a broken embedder
+            log.warning("concepts_not_embedded", error=str(e))
+            return tuple(ConceptRow(name) for name in names)
+        return tuple(ConceptRow(name, vector)
+                     for name, vector in zip(names, vectors, strict=True))
 
     # -- indexing --
 

@@ -12,6 +12,7 @@ from chalie.frames import Frame
 from chalie.llm.types import ChatResponse, Image, ToolCall
 from chalie.memory.context import TurnContext
 from chalie.store.background_ops import Op
+from chalie.store.concept_rows import ConceptRow
 from chalie.store.effects import RememberFact
 from chalie.store.interface_rows import InterfaceRow, SubscriptionRow
 from chalie.store.memory_writes import EpisodeRow, SnapshotRow
@@ -299,6 +300,9 @@ class StoreEpisodes(_Msg, frozen=True):
     snapshots: tuple[SnapshotRow, ...] = ()
     tokens: int = 0  # what the encoding's LLM calls used (charged to the encoder's budget)
     llm_calls: int = 0
+    concepts: tuple[ConceptRow, ...] = ()  # the window's concepts, embedded in `space_id`
+    relations: tuple[tuple[str, str, str], ...] = ()  # (name, name, relation) the encoder named
+    space_id: int | None = None
 
 
 class SaveSnapshots(_Msg, frozen=True):

@@ -70,7 +70,7 @@ from chalie.memory.context import NAME_KEY, ContextSettings
 from chalie.memory.identity import NameStatement, acknowledgement, read_name
 from chalie.memory.recall import Recall
 from chalie.metrics import Metrics
-from chalie.store import image_rows, queries
+from chalie.store import concept_rows, image_rows, queries
 from chalie.store.effects import RememberFact
 from chalie.tools.base import ToolSource
 from chalie.world.signals import WorldBoard
@@ -104,6 +104,7 @@ class SessionDeps:
     governor: Governor | None = None  # counts the person's tokens too (it never limits them)
     light: LlmProvider | None = None  # the light job's model (compaction); None: `provider`
     cognition: CognitionConfig | None = None  # [cognition]; None: no critic
+    timezone: str = "UTC"  # dmn.timezone: the person's local hours (adaptive traits)
 
 
 class Session(SupervisedActor):
@@ -350,6 +351,7 @@ class Session(SupervisedActor):
         world = d.world.top() if d.world is not None else []
         image_ids = turn.image_ids
         conversation = self._cognition.mind.state_text(d.prompts)
+        learned = self._cognition.trait_lines()
         choose_topic = self._cognition.topic_job(text)
 
         def job() -> Any:
@@ -358,7 +360,8 @@ class Session(SupervisedActor):
             built = context.build(
                 conn, channel=channel, text=text, recall=d.recall, prompts=d.prompts,
                 system=system, tools=tools, settings=d.context, token_ratio=ratio,
-                pending=pending, world=world, conversation=conversation,
+                pending=pending, world=world, conversation=conversation, traits=learned,
+                gists=concept_rows.gists(conn, channel, d.clock.time()),
             )
             topic = choose_topic(conn, built)
             log.info("context_ready", recalled=len(built.recalled), tokens=built.tokens,

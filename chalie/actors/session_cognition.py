@@ -6,7 +6,9 @@ topic is chosen on the pool beside recall (with recall's own embedding of it). A
 closes: its topic, confidence and mode for the `message` frame. After it is stored and its
 answer is out: the post-turn fan-out, in order, each step isolated (one that fails is logged
 and the next still runs): conversation phase and situation model, the DMN's idle reset,
-counters, the compaction backstop; then the Mind is saved.
+counters, the compaction backstop; then the Mind is saved. The adaptive traits (the person's,
+one set for every channel: chalie/cognition/traits.py) learn from each exchange in the
+fan-out, are saved with the Mind, and their lines join the next prompt's identity section.
 
 Background paths have no Session and skip all of this.
 """
@@ -15,18 +17,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import tzinfo
 from typing import TYPE_CHECKING
 
 import apsw
 import structlog
 
 from chalie.actors.messages import ApplyOps, EncodeTail
-from chalie.cognition import signals, topics
+from chalie.background.attention import resolve_zone
+from chalie.cognition import signals, topics, traits
 from chalie.cognition.mind import Mind, Verdict, after_turn, judge
 from chalie.cognition.topics import TopicChoice
 from chalie.config import CognitionConfig
 from chalie.memory.context import TurnContext
-from chalie.store.background_ops import Op, SaveMind, TopicSeen
+from chalie.store import trait_rows
+from chalie.store.background_ops import Op, SaveMind, SaveTraits, TopicSeen
 
 if TYPE_CHECKING:
     from chalie.actors.session import SessionDeps
@@ -46,6 +51,7 @@ class TurnCognition:
     worlds: int = 0
     vector: bytes | None = None  # the message's embedding (recall's), for the topic centroid
     verdict: Verdict | None = None
+    answer: str | None = None  # the turn's answer: the adaptive traits read the reply to it
     ops: list[Op] = field(default_factory=list)
 
 
@@ -55,12 +61,23 @@ class ChannelCognition:
         self._deps = deps
         self.settings: CognitionConfig | None = deps.cognition
         self.mind = Mind(channel)
+        self.traits: dict[str, traits.Trait] = {}
+        self._last_answer: str | None = None  # the answer the person's next message replies to
+        self._zone: tzinfo | None = resolve_zone(deps.timezone)[0]
 
     def load(self, conn: apsw.Connection) -> None:
         try:
             self.mind = Mind.load(conn, self.channel)
         except apsw.Error:
             log.exception("mind_not_loaded", channel=self.channel)
+        try:
+            self.traits = trait_rows.load(conn)
+        except apsw.Error:
+            log.exception("traits_not_loaded")
+
+    def trait_lines(self) -> tuple[str, ...]:
+        """The adaptive traits with enough evidence, as the identity section says them."""
+        return tuple(traits.describe(self.traits, self._deps.clock.time()))
 
     # -- before the loop --
 
@@ -113,6 +130,7 @@ class ChannelCognition:
                         recall_k=self._deps.context.recall_k,
                         history_messages=c.history_messages, worlds=c.worlds)
         c.verdict = verdict
+        c.answer = answer
         if c.choice is not None and verdict.fok is not None:
             choice = c.choice
             c.ops.append(TopicSeen(choice.id, self.channel, choice.name, choice.new,
@@ -125,11 +143,17 @@ class ChannelCognition:
 
     def fan_out(self, turn_cog: TurnCognition | None, text: str, used_tools: bool,
                 steps: list[tuple[str, Callable[[], None]]]) -> None:
-        """The post-turn fan-out of a person's turn, in order: phase and situation, then the
-        Session's `steps` (the DMN's idle reset; the compaction backstop) with the counters
-        between them, then the Mind is saved."""
+        """The post-turn fan-out of a person's turn, in order: phase and situation, adaptive
+        signals, then the Session's `steps` (the DMN's idle reset; the compaction backstop)
+        with the counters between them, then the Mind and the traits are saved."""
         c = turn_cog or TurnCognition()
         now = self._deps.clock.time()
+        said: list[signals.NlpSignals] = []  # the message's signals, read once
+
+        def signals_of_text() -> signals.NlpSignals:
+            if not said:
+                said.append(signals.nlp_signals(text))
+            return said[0]
 
         def cognition() -> None:
             verdict = c.verdict or judge(None, social=c.social, tools_called=0, answer=None,
@@ -137,8 +161,15 @@ class ChannelCognition:
                                          worlds=0)
             focus_after = self.settings.focus_after if self.settings else 3
             after_turn(self.mind, choice=c.choice, verdict=verdict,
-                       signals=signals.nlp_signals(text), text=text, used_tools=used_tools,
+                       signals=signals_of_text(), text=text, used_tools=used_tools,
                        at=now, focus_after=focus_after)
+
+        def adaptive_signals() -> None:
+            previous = self._last_answer
+            if not c.social:  # "You're welcome." is not the answer the next message weighs
+                self._last_answer = c.answer
+            self.traits = traits.learn(self.traits, text=text, previous_answer=previous,
+                                       now=now, tz=self._zone, said=signals_of_text())
 
         def counters() -> None:
             metrics = self._deps.metrics
@@ -149,9 +180,11 @@ class ChannelCognition:
 
         def save() -> None:
             self._deps.directory.tell("store_writer",
-                                      ApplyOps((SaveMind(self.channel, self.mind.values()),)))
+                                      ApplyOps((SaveMind(self.channel, self.mind.values()),
+                                                SaveTraits(dict(self.traits)))))
 
-        for name, step in (("phase_and_situation", cognition), *steps[:1],
+        for name, step in (("phase_and_situation", cognition),
+                           ("adaptive_signals", adaptive_signals), *steps[:1],
                            ("counters", counters), *steps[1:], ("save_mind", save)):
             try:
                 step()

@@ -59,7 +59,15 @@ from chalie.frames import Done, Error, Frame, Message, encode_frame, frame_type
 from chalie.memory.items import Kind
 from chalie.metrics import Metrics
 from chalie.outbox import Outbox
-from chalie.store import background_ops, db, interface_rows, memory_writes, queries, writes
+from chalie.store import (
+    background_ops,
+    concept_rows,
+    db,
+    interface_rows,
+    memory_writes,
+    queries,
+    writes,
+)
 from chalie.store.background_ops import Applied, Op, Spend
 from chalie.store.records import TurnRecord
 
@@ -395,6 +403,9 @@ class StoreWriter(SupervisedActor):
                     for fact in m.facts:
                         memory_writes.apply_fact(self.conn, fact, turn_id=m.fact_turn_id,
                                                  now=now)
+                    if m.concepts:
+                        concept_rows.store_window(self.conn, m.concepts, m.relations,
+                                                  space_id=m.space_id, now=now)
                 memory_writes.insert_snapshots(self.conn, m.encoding_id, m.snapshots)
                 if m.tokens:
                     background_ops.apply(self.conn, (Spend("encoder", m.tokens, m.llm_calls,

@@ -109,13 +109,15 @@ _SHORTER_ANYWHERE = _Phrases(
     "in one line", "keep it short", "shorter please", "make it shorter", "shorter answer",
     "shorter version", "be shorter", "be concise", "more concise", "too verbose",
     "too much detail", "less detail", "just the answer", "short answer",
+    "keep it shorter", "keep it brief", "keep them short", "keep them shorter",
+    "shorter answers", "answers shorter", "be more brief", "less verbose",
 )
 _SHORTER_AT_START = _Phrases("shorter", "short version")
 _LONGER_ANYWHERE = _Phrases(
     "more detail", "more details", "more detailed", "elaborate", "explain more", "go deeper",
     "in depth", "in more depth", "tell me more", "say more", "expand on", "too short",
     "too brief", "make it longer", "longer answer", "longer please", "be longer",
-    "longer version", "dig deeper",
+    "longer version", "dig deeper", "longer answers", "answers longer",
 )
 _LONGER_AT_START = _Phrases("longer", "more please")
 _POSITIVE_ANYWHERE = _Phrases(

@@ -74,12 +74,17 @@ def build(
     pending: Sequence[RememberFact] = (),
     world: Sequence[Salient] = (),
     conversation: str = "",
+    traits: Sequence[str] = (),
+    gists: Sequence[str] = (),
 ) -> TurnContext:
     """Gather and fit the context of a turn on `channel` answering `text`. `pending` are facts
     this turn already knows (the name the person just gave) before they are stored; `world` the
     most salient signals with their salience, sharing the state section's budget;
     `conversation` where the conversation stands (topic, phase, confidence, situation), kept
-    in the state section after the checkpoint."""
+    in the state section after the checkpoint; `traits` the adaptive traits' lines
+    (chalie/cognition/traits.py), in the identity section after the stored traits and
+    preferences, dropped first when it is over its share; `gists` the DMN's unsent thoughts
+    (drift gists), in the state section after where the conversation stands."""
 
     def tokens(s: str) -> int:
         return max(1, round(estimate_tokens(s) * token_ratio))
@@ -107,11 +112,17 @@ def build(
         line = _identity_line(prompts, item)
         pinned = item.key == NAME_KEY
         identity_pieces.append(Piece(line, tokens(line), PINNED if pinned else len(people) - n))
+    for n, learned in enumerate(traits):
+        line = prompts.fragment("identity_adaptive", trait=learned)
+        identity_pieces.append(Piece(line, tokens(line), 0.5 / (1 + n)))
     state_pieces: list[Piece[str]] = []
     current_state = None
     state_text = redact(checkpoint.text, checkpoint.created_at) if checkpoint else ""
     if conversation:
         state_text = f"{state_text}\n\n{conversation}" if state_text else conversation
+    if gists:
+        drift = f("drift_gists", items="\n".join(f"- {redact(g)}" for g in gists))
+        state_text = f"{state_text}\n\n{drift}" if state_text else drift
     if state_text:
         current_state = Piece(state_text, tokens(state_text), PINNED)
         state_pieces.append(current_state)

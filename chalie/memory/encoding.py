@@ -30,6 +30,10 @@ MAX_FACTS = 20
 MAX_LIST = 20  # entities, open loops
 MAX_TEXT = 1000  # gist, intent, outcome
 MAX_VALUE = 500  # a fact's value
+MAX_CONCEPTS = 8  # concepts one window names
+MAX_RELATED = 5  # relations one concept names
+MAX_CONCEPT_CHARS = 60
+MAX_RELATION_CHARS = 40
 ENCODER_CONFIDENCE = 0.6  # facts the encoder read are less sure than ones the person gave
 
 
@@ -52,9 +56,21 @@ class EncodedFact(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     line: Annotated[int, msgspec.Meta(ge=1)]
 
 
+class RelatedConcept(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    name: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_CONCEPT_CHARS)]
+    relation: Annotated[str, msgspec.Meta(max_length=MAX_RELATION_CHARS)]
+
+
+class EncodedConcept(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    name: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_CONCEPT_CHARS)]
+    related: Annotated[list[RelatedConcept], msgspec.Meta(max_length=MAX_RELATED)] = []
+
+
 class Encoding(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     episodes: Annotated[list[EncodedEpisode], msgspec.Meta(min_length=1, max_length=MAX_EPISODES)]
     facts: Annotated[list[EncodedFact], msgspec.Meta(max_length=MAX_FACTS)]
+    # optional: an answer without it (an older prompt, a small model) is still an encoding
+    concepts: Annotated[list[EncodedConcept], msgspec.Meta(max_length=MAX_CONCEPTS)] = []
 
 
 FORMAT = structured("episodes", Encoding)
@@ -67,6 +83,8 @@ class Window(msgspec.Struct, frozen=True):
     episodes: tuple[EpisodeRow, ...]
     facts: tuple[RememberFact, ...]
     fact_turn_id: str | None
+    concepts: tuple[str, ...] = ()  # normalised names, the related ones too
+    relations: tuple[tuple[str, str, str], ...] = ()  # (name, name, relation)
 
 
 def request(prompts: Prompts, lines: Sequence[WindowLine], *,
@@ -109,6 +127,8 @@ def parse(text: str) -> Encoding:
     for fact in raw.get("facts") or ():
         if isinstance(fact, dict) and isinstance(fact.get("line"), int) and fact["line"] < 1:
             fact["line"] = 1
+    if "concepts" in raw:
+        raw["concepts"] = _lenient_concepts(raw["concepts"])
     try:
         encoding = msgspec.convert(raw, Encoding)
     except msgspec.ValidationError as e:
@@ -149,7 +169,58 @@ def to_window(encoding: Encoding, lines: Sequence[WindowLine]) -> Window:
                 observed_at=line_at(fact.line).created_at,
             ))
     turn_ids = [line.turn_id for line in lines if line.turn_id]
-    return Window(tuple(episodes), tuple(facts), turn_ids[-1] if turn_ids else None)
+    names: dict[str, None] = {}
+    relations: dict[tuple[str, str], str] = {}
+    for concept in encoding.concepts:
+        name = concept_name(concept.name)
+        if not name:
+            continue
+        names[name] = None
+        for other in concept.related:
+            other_name = concept_name(other.name)
+            if other_name and other_name != name:
+                names[other_name] = None
+                relation = " ".join(other.relation.split())[:MAX_RELATION_CHARS]
+                relations[(name, other_name)] = relation or CO_OCCURS
+    kept = tuple(names)[:2 * MAX_CONCEPTS]
+    return Window(tuple(episodes), tuple(facts), turn_ids[-1] if turn_ids else None,
+                  concepts=kept,
+                  relations=tuple((a, b, r) for (a, b), r in relations.items()
+                                  if a in kept and b in kept))
+
+
+CO_OCCURS = "co-occurs"
+
+
+def concept_name(name: str) -> str:
+    """A concept's name as stored (and merged on): lower case, single spaces, no quotes or
+    trailing punctuation; "" when nothing is left."""
+    name = " ".join(name.lower().split()).strip(" \"'`.,;:!?()[]{}")
+    return name[:MAX_CONCEPT_CHARS]
+
+
+def _lenient_concepts(value: Any) -> Any:
+    """Concepts are a bonus: a malformed one is dropped (never the whole encoding), long lists
+    are cut."""
+    if not isinstance(value, list):
+        return []
+    kept = []
+    for item in value:
+        if not isinstance(item, dict) or not _name_ok(item.get("name")):
+            continue
+        related = item.get("related")
+        related = [{"name": r["name"], "relation": r.get("relation") or ""}
+                   for r in (related if isinstance(related, list) else [])
+                   if isinstance(r, dict) and _name_ok(r.get("name"))
+                   and isinstance(r.get("relation", ""), str | None)]
+        kept.append({"name": item["name"], "related": [
+            {**r, "relation": r["relation"][:MAX_RELATION_CHARS]} for r in related
+        ][:MAX_RELATED]})
+    return kept[:MAX_CONCEPTS]
+
+
+def _name_ok(name: Any) -> bool:
+    return isinstance(name, str) and 1 <= len(name.strip()) <= MAX_CONCEPT_CHARS
 
 
 def _trim(text: str, limit: int) -> str:

@@ -18,8 +18,17 @@ from typing import Any
 import apsw
 import msgspec
 
+from chalie.cognition.traits import Trait
 from chalie.frames import Frame, Notification, Task
-from chalie.store import cognition_rows, goal_rows, image_rows, proactive_rows, schedule_rows
+from chalie.store import (
+    cognition_rows,
+    concept_rows,
+    goal_rows,
+    image_rows,
+    proactive_rows,
+    schedule_rows,
+    trait_rows,
+)
 from chalie.store.goal_rows import StepRow
 from chalie.store.proactive_rows import ProactiveRow
 from chalie.store.schedule_rows import ScheduleRow
@@ -170,10 +179,34 @@ class SaveMind(msgspec.Struct, frozen=True, tag=True):
     values: dict[str, Any]
 
 
+class SaveTraits(msgspec.Struct, frozen=True, tag=True):
+    """The person's adaptive traits (chalie/cognition/traits.py), one set for every channel."""
+
+    traits: dict[str, Trait]
+
+
+class ConceptsActivated(msgspec.Struct, frozen=True, tag=True):
+    """Spreading activation reached these concepts at `at` (their cooldown starts)."""
+
+    concept_ids: tuple[int, ...]
+    at: float
+
+
+class DriftGist(msgspec.Struct, frozen=True, tag=True):
+    """A DMN thought that was not sent: the next user turn on `channel` may see it until
+    `expires_at`."""
+
+    channel: str
+    text: str
+    concepts: tuple[str, ...]
+    expires_at: float
+
+
 Op = (
     InsertSchedule | CancelSchedule | ScheduleRan | ScheduleMissed | InsertGoal | CancelGoal
     | GoalState | SavePlan | StepStatus | GoalSpent | PauseGoal | Proactive | DeliverDeferred
-    | DmnRun | Spend | InsertImage | TopicSeen | SaveMind
+    | DmnRun | Spend | InsertImage | TopicSeen | SaveMind | SaveTraits | ConceptsActivated
+    | DriftGist
 )
 
 
@@ -198,8 +231,8 @@ def apply(conn: apsw.Connection, ops: Sequence[Op], *, turn_id: str | None,
     return out
 
 
-def _apply(conn: apsw.Connection, op: Op, turn_id: str | None, now: float,
-           out: Applied) -> Any:
+def _apply_cognition(conn: apsw.Connection, op: Op, now: float) -> bool:
+    """Apply a cognition op (chalie/cognition); False when `op` is not one."""
     match op:
         case TopicSeen():
             cognition_rows.topic_seen(conn, topic_id=op.topic_id, channel=op.channel,
@@ -208,6 +241,23 @@ def _apply(conn: apsw.Connection, op: Op, turn_id: str | None, now: float,
                                       now=now)
         case SaveMind(channel=channel, values=values):
             cognition_rows.save_state(conn, channel, values, now)
+        case ConceptsActivated(concept_ids=ids, at=at):
+            concept_rows.mark_activated(conn, ids, at)
+        case DriftGist():
+            concept_rows.add_gist(conn, op.channel, op.text, op.concepts, now=now,
+                                  expires_at=op.expires_at)
+        case SaveTraits(traits=traits):
+            trait_rows.save(conn, traits)
+        case _:
+            return False
+    return True
+
+
+def _apply(conn: apsw.Connection, op: Op, turn_id: str | None, now: float,
+           out: Applied) -> Any:
+    if _apply_cognition(conn, op, now):
+        return None
+    match op:
         case InsertImage():
             image_rows.insert(conn, op.image_id, op.media_type, op.data, now)
         case InsertSchedule(row=row):

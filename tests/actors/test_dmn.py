@@ -8,8 +8,10 @@ import logging
 from typing import Any
 
 from chalie.actors.messages import PersonConnected
+from chalie.background.drift import NO_ACTION
 from chalie.llm.scripted import ScriptCall, ScriptedProvider, ScriptStep, ScriptUsage
-from chalie.store import db, memory_writes, proactive_rows
+from chalie.store import concept_rows, db, memory_writes, proactive_rows
+from chalie.store.concept_rows import ConceptRow
 from chalie.store.memory_writes import EpisodeRow
 from chalie.store.proactive_rows import ProactiveRow
 from chalie.tools.goal import GoalTool
@@ -334,3 +336,89 @@ def test_a_message_deferred_before_a_restart_is_delivered_after_it(
     sync(tree, "dmn")
     assert [n["content"] for n in of_type(tree, "notification")] == ["Waited all night."]
     assert tree.rows("SELECT status FROM proactive") == [("sent",)]
+
+
+# -- concepts and drift gists --
+
+def seed_concepts(data_dir: str, *windows: tuple[str, ...], at: float = NOW - 3600) -> None:
+    """Concepts in the store, each tuple one encoding window's, as the StoreWriter leaves them."""
+    conn = db.open_writer(data_dir, busy_timeout_ms=5000, synchronous="FULL")
+    try:
+        with db.immediate(conn):
+            for names in windows:
+                concept_rows.store_window(conn, [ConceptRow(n) for n in names], (),
+                                          space_id=None, now=at)
+    finally:
+        conn.close()
+
+
+def concepts_section(request: Any) -> str:
+    text = prompt(request).split("# Ideas on your mind (concepts from past conversations that "
+                                 "came back to you)\n\n")[1]
+    return text.split("\n\n# ", maxsplit=1)[0]
+
+
+def test_the_thought_s_prompt_holds_the_concepts_activation_reached_and_they_rest(
+    start_tree: Any, make_config: Any,
+) -> None:
+    """Concepts of the recent talk (linked by a window) are activated into the DMN's prompt,
+    most activated first, and each gets its activation time (its cooldown starts)."""
+    provider = ScriptedProvider([answer(drift_nothing())])
+    config = make_config()
+    seed_concepts(config.store.path, ("tomato garden", "watering", "balcony"),
+                  ("tomato garden", "slugs"))
+    tree = start(start_tree, make_config, provider)
+    tree.clock.advance(30)
+    run_until(tree, lambda: dmn_calls(provider) == 1, "the thought")
+    settled(tree)
+    lines = concepts_section(provider.requests[0]).splitlines()
+    names = [line.removeprefix("- ").split(" (activation ")[0] for line in lines]
+    assert set(names) == {"tomato garden", "watering", "balcony", "slugs"}
+    activations = [float(line.rsplit(" ", 1)[1].rstrip(")")) for line in lines]
+    assert activations == sorted(activations, reverse=True)
+    assert tree.rows("SELECT count(*) FROM concepts WHERE last_activated = ?", NOW + 30) == [
+        (4,)]
+
+
+def test_an_empty_concept_store_says_none(start_tree: Any, make_config: Any) -> None:
+    provider = ScriptedProvider([answer(drift_nothing())])
+    tree = start(start_tree, make_config, provider)
+    tree.clock.advance(30)
+    run_until(tree, lambda: dmn_calls(provider) == 1, "the thought")
+    assert concepts_section(provider.requests[0]) == "(none)"
+
+
+def test_a_thought_not_sent_is_a_gist_the_next_user_turn_sees_until_it_expires(
+    start_tree: Any, make_config: Any,
+) -> None:
+    """A thought past the daily cap becomes a drift gist of the channel; the person's next
+    turn has it in its Current State, and a turn after cognition.gist_ttl_s does not."""
+    provider = ScriptedProvider([answer("First thought."),
+                                 answer("The slugs are back on the tomatoes; beer traps help."),
+                                 answer("Hello!"), answer("Hello again!")])
+    config = make_config()
+    tree = start(start_tree, make_config, provider, dmn={"daily_cap": 1})
+    tree.clock.advance(30)
+    run_until(tree, lambda: len(of_type(tree, "notification")) == 1, "the first message")
+    settled(tree)
+    seed_episode(config.store.path, "Found slugs on the tomato plants")
+    tree.clock.advance(1800)
+    run_until(tree, lambda: tree.metric("chalie_proactive_suppressed_total", reason="cap") == 1,
+              "the cap")
+    settled(tree)
+    assert tree.rows("SELECT channel, text, expires_at FROM drift_gists") == [
+        ("main", "The slugs are back on the tomatoes; beer traps help.", NOW + 1830 + 1800)]
+    tree.chat("hi")
+    tree.outbox.wait_for_type("done")
+    state = prompt(provider.requests[2])
+    assert "Thoughts you had while the person was away" in state
+    assert "- The slugs are back on the tomatoes; beer traps help." in state
+    tree.clock.advance(1800)
+    tree.chat("still there?")
+    tree.outbox.wait_for_type("done", 2)
+    tree.wait_until(lambda: dmn_calls(provider) == 4, "the second turn's call")
+    assert "beer traps" not in prompt(provider.requests[3])
+
+
+def drift_nothing() -> str:
+    return NO_ACTION

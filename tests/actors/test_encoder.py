@@ -133,9 +133,12 @@ def ep(gist: str = "They talked about a trip to Lisbon.", first: int = 1, last: 
             "first_line": first, "last_line": last} | fields
 
 
-def encoded(*episodes: dict[str, Any], facts: Sequence[dict[str, Any]] = ()) -> ScriptStep:
+def encoded(*episodes: dict[str, Any], facts: Sequence[dict[str, Any]] = (),
+            concepts: Sequence[dict[str, Any]] | None = None) -> ScriptStep:
     """The encoding answer a model would send, as a script step."""
-    body = {"episodes": list(episodes) or [ep()], "facts": list(facts)}
+    body: dict[str, Any] = {"episodes": list(episodes) or [ep()], "facts": list(facts)}
+    if concepts is not None:
+        body["concepts"] = list(concepts)
     return ScriptStep(text=json.dumps(body), usage=ScriptUsage(120, 40))
 
 
@@ -467,6 +470,27 @@ def test_facts_in_the_answer_become_knowledge_from_the_encoder(start_tree: Any) 
         ("favorite color", "teal", "preference", "encoder", 0.6, "seed-1", None),
         ("name", "Ana", "trait", "encoder", 0.6, "seed-1", None),
     ]
+
+
+def test_concepts_in_the_answer_are_stored_embedded_and_linked_with_the_episodes(
+    start_tree: Any,
+) -> None:
+    """The same call names the window's concepts: they are stored with their vectors in the
+    current space, and every pair of them is linked (by the relation named, else co-occurs)."""
+    provider = ScriptedProvider([encoded(concepts=[
+        {"name": "Lisbon", "related": [{"name": "hotel booking", "relation": "needs"}]},
+        {"name": "May trip", "related": []},
+    ])])
+    tree = start_tree(provider, encoder=True, memory=every_n(4))
+    seed(tree, PAIRS)
+    nudge(tree)
+    until(tree, lambda: bool(episodes(tree)), "the window to be stored")
+    assert tree.rows("SELECT name, mentions, length(vector), space_id IS NOT NULL FROM concepts "
+                     "ORDER BY id") == [("lisbon", 1, HASHED_DIM * 4, 1),
+                                        ("hotel booking", 1, HASHED_DIM * 4, 1),
+                                        ("may trip", 1, HASHED_DIM * 4, 1)]
+    assert tree.rows("SELECT a, b, relation FROM concept_links ORDER BY a, b") == [
+        (1, 2, "needs"), (1, 3, "co-occurs"), (2, 3, "co-occurs")]
 
 
 def test_a_fact_the_person_changed_since_is_not_overwritten_by_an_older_message(

@@ -142,3 +142,21 @@ def test_state_needs_the_cookie_and_a_good_channel(server: ServerProcess, cookie
     assert "channel" in bad.json()["error"]
     empty = state(server, cookie)
     assert (empty["topic"], empty["phase"], empty["topics"]) == (None, None, [])
+
+
+def test_concepts_from_encodings_are_shown_with_their_activation(
+    tmp_path: Path, llm: StubLlm
+) -> None:
+    """An encoding's concepts are stored with their links; /api/state shows what the latest
+    talk activates (the encoder's structured answer is the stub's filler of its schema)."""
+    proc = ServerProcess(tmp_path, llm, memory={**NO_VECTORS, "encode_every_rows": 2}).start()
+    try:
+        cookie = proc.login()
+        say(proc.connect(cookie), llm, "My tomato garden needs a trellis and some mulch")
+        wait_for(lambda: state(proc, cookie)["concepts"])
+        now = state(proc, cookie)
+        assert all(c["name"] and c["activation"] > 0 for c in now["concepts"])
+        assert now["gists"] == []
+    finally:
+        proc.kill()
+    assert not proc.errors(), proc.errors()

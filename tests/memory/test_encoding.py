@@ -96,7 +96,7 @@ def test_the_request_sends_the_encoding_schema_as_a_strict_response_format(
     assert fmt["json_schema"]["name"] == "episodes"
     assert fmt["json_schema"]["strict"] is True
     schema = fmt["json_schema"]["schema"]
-    assert schema["required"] == ["episodes", "facts"]
+    assert schema["required"] == ["episodes", "facts", "concepts"]
     assert schema["additionalProperties"] is False
     episodes = schema["properties"]["episodes"]
     assert episodes["minItems"] == 1
@@ -343,3 +343,36 @@ def test_two_different_long_fact_keys_never_become_one() -> None:
     window = encoding.to_window(encoding.parse(reply(facts=[fact(key=k) for k in given])),
                                 window_of(2))
     assert {f.key for f in window.facts} <= {normalise_key(k) for k in given}
+
+
+# -- concepts --
+
+def test_an_answer_without_concepts_still_parses_and_has_none() -> None:
+    window = encoding.to_window(encoding.parse(reply()), window_of(2))
+    assert (window.concepts, window.relations) == ((), ())
+
+
+def test_concepts_and_their_relations_are_read_with_names_normalised() -> None:
+    """Related names join the window's concepts; a relation left blank is "co-occurs"."""
+    answer = json.loads(reply())
+    answer["concepts"] = [
+        {"name": "Tomato Garden", "related": [{"name": "watering", "relation": "needs"},
+                                              {"name": "Balcony.", "relation": " "}]},
+        {"name": "  Lisbon ", "related": []},
+    ]
+    window = encoding.to_window(encoding.parse(json.dumps(answer)), window_of(2))
+    assert window.concepts == ("tomato garden", "watering", "balcony", "lisbon")
+    assert window.relations == (("tomato garden", "watering", "needs"),
+                                ("tomato garden", "balcony", "co-occurs"))
+
+
+def test_malformed_or_too_many_concepts_cost_only_themselves() -> None:
+    """A concept with no name, a name over 60 characters or the wrong shape is dropped, the
+    list is cut to eight, and the episodes are stored all the same."""
+    answer = json.loads(reply())
+    answer["concepts"] = ([{"name": ""}, {"name": "x" * 61}, "garden", {"related": []},
+                           {"name": "ok", "related": [{"name": 3, "relation": "is"}]}]
+                          + [{"name": f"idea {n}"} for n in range(12)])
+    window = encoding.to_window(encoding.parse(json.dumps(answer)), window_of(2))
+    assert window.concepts == ("ok", *(f"idea {n}" for n in range(7)))
+    assert len(window.episodes) == 1

@@ -1,6 +1,8 @@
 // The brain dashboard's "Conversation" section: where the main channel's conversation stands as
 // Chalie tracks it (GET /api/state): topic and focus, phase, the last turn's confidence and
-// mode, the situation model, and recent topics with Chalie's feeling of knowing about each.
+// mode, the situation model, recent topics with Chalie's feeling of knowing about each, and
+// what it has learned of how the person writes (adaptive traits), the concepts recent talk
+// activates, and thoughts from idle time that may surface in the next answer (drift gists).
 
 import { callApi } from './brain-api.js';
 import { el, field, formatDecimal, formatEpoch, renderList } from './brain-ui.js';
@@ -45,5 +47,18 @@ export const stateSection = {
       : [el('li', { className: 'muted', text: 'Nothing noted yet.' })]));
     renderList(document.getElementById('topics-list'), state.topics || [], buildTopic,
       'No topics yet.');
+    const activated = document.getElementById('concepts-list');
+    activated.replaceChildren(...((state.concepts || []).length
+      ? state.concepts.map((c) => el('li', { className: 'concept', dataset: { id: String(c.id) } },
+        el('strong', { text: c.name }), ' ', field('activation', formatDecimal(c.activation))))
+      : [el('li', { className: 'muted', text: 'No concepts yet: they come with episodes.' })]));
+    const gists = document.getElementById('gists-list');
+    gists.replaceChildren(...((state.gists || []).length
+      ? state.gists.map((text) => el('li', { className: 'gist wrap', text }))
+      : [el('li', { className: 'muted', text: 'No drift thoughts waiting.' })]));
+    const learned = document.getElementById('learned-list');
+    learned.replaceChildren(...((state.learned || []).length
+      ? state.learned.map((line) => el('li', { className: 'learned', text: line }))
+      : [el('li', { className: 'muted', text: 'Nothing learned yet.' })]));
   },
 };
