@@ -5,10 +5,11 @@ the channel's last message has the tail of the conversation encoded at once; the
 topic is chosen on the pool beside recall (with recall's own embedding of it). As the turn
 closes: its topic, confidence and mode for the `message` frame. After it is stored and its
 answer is out: the post-turn fan-out, in order, each step isolated (one that fails is logged
-and the next still runs): conversation phase and situation model, the DMN's idle reset,
-counters, the compaction backstop; then the Mind is saved. The adaptive traits (the person's,
-one set for every channel: chalie/cognition/traits.py) learn from each exchange in the
-fan-out, are saved with the Mind, and their lines join the next prompt's identity section.
+and the next still runs): conversation phase, situation model, adaptive signals, the DMN's
+idle reset, counters, the compaction backstop; then the Mind is saved. The adaptive traits
+(the person's, one set for every channel: chalie/cognition/traits.py) learn from each exchange
+in the fan-out, are saved with the Mind, and their lines join the next prompt's identity
+section.
 
 Background paths have no Session and skip all of this.
 """
@@ -26,7 +27,7 @@ import structlog
 from chalie.actors.messages import ApplyOps, EncodeTail
 from chalie.background.attention import resolve_zone
 from chalie.cognition import signals, topics, traits
-from chalie.cognition.mind import Mind, Verdict, after_turn, judge
+from chalie.cognition.mind import Mind, Verdict, judge, track_phase, track_situation
 from chalie.cognition.topics import TopicChoice
 from chalie.config import CognitionConfig
 from chalie.memory.context import TurnContext
@@ -143,7 +144,7 @@ class ChannelCognition:
 
     def fan_out(self, turn_cog: TurnCognition | None, text: str, used_tools: bool,
                 steps: list[tuple[str, Callable[[], None]]]) -> None:
-        """The post-turn fan-out of a person's turn, in order: phase and situation, adaptive
+        """The post-turn fan-out of a person's turn, in order: phase, situation, adaptive
         signals, then the Session's `steps` (the DMN's idle reset; the compaction backstop)
         with the counters between them, then the Mind and the traits are saved."""
         c = turn_cog or TurnCognition()
@@ -155,14 +156,16 @@ class ChannelCognition:
                 said.append(signals.nlp_signals(text))
             return said[0]
 
-        def cognition() -> None:
+        def phase() -> None:
             verdict = c.verdict or judge(None, social=c.social, tools_called=0, answer=None,
                                          recalled_texts=(), recall_k=1, history_messages=0,
                                          worlds=0)
             focus_after = self.settings.focus_after if self.settings else 3
-            after_turn(self.mind, choice=c.choice, verdict=verdict,
-                       signals=signals_of_text(), text=text, used_tools=used_tools,
-                       at=now, focus_after=focus_after)
+            track_phase(self.mind, choice=c.choice, verdict=verdict, signals=signals_of_text(),
+                        used_tools=used_tools, at=now, focus_after=focus_after)
+
+        def situation() -> None:
+            track_situation(self.mind, text)
 
         def adaptive_signals() -> None:
             previous = self._last_answer
@@ -183,7 +186,7 @@ class ChannelCognition:
                                       ApplyOps((SaveMind(self.channel, self.mind.values()),
                                                 SaveTraits(dict(self.traits)))))
 
-        for name, step in (("phase_and_situation", cognition),
+        for name, step in (("phase", phase), ("situation", situation),
                            ("adaptive_signals", adaptive_signals), *steps[:1],
                            ("counters", counters), *steps[1:], ("save_mind", save)):
             try:

@@ -3,7 +3,8 @@ confidence and mode, and the situation model. The channel's Session owns one `Mi
 from the store when it starts and has the StoreWriter save it after every turn.
 
 `judge` runs as a turn closes (its `message` frame carries the topic, confidence and mode);
-`after_turn` is the post-turn fan-out's deterministic part, once the answer is out.
+`track_phase` and `track_situation` are the post-turn fan-out's first steps, once the answer
+is out.
 """
 
 from __future__ import annotations
@@ -126,11 +127,10 @@ def judge(choice: TopicChoice | None, *, social: bool, tools_called: int, answer
     return Verdict(choice.name, confidence, mode, fok)
 
 
-def after_turn(mind: Mind, *, choice: TopicChoice | None, verdict: Verdict,
-               signals: NlpSignals, text: str, used_tools: bool, at: float,
-               focus_after: int) -> None:
-    """The fan-out's deterministic steps, in order: topic streak and focus, conversation phase,
-    situation model."""
+def track_phase(mind: Mind, *, choice: TopicChoice | None, verdict: Verdict,
+                signals: NlpSignals, used_tools: bool, at: float, focus_after: int) -> None:
+    """The fan-out's first step: the exchange counted, the topic's streak and the focus, the
+    last turn's confidence and mode, and the conversation's phase."""
     mind.exchanges += 1
     mind.last_message_at = at
     mind.confidence, mind.mode = verdict.confidence, verdict.mode
@@ -143,4 +143,8 @@ def after_turn(mind: Mind, *, choice: TopicChoice | None, verdict: Verdict,
             mind.focus_id, mind.focus_name = choice.id, choice.name
     mind.phase = next_phase(mind.phase, signals, exchanges=mind.exchanges, used_tools=used_tools,
                             new_topic=choice is not None and choice.new)
+
+
+def track_situation(mind: Mind, text: str) -> None:
+    """The fan-out's second step: the situation model after the person's message."""
     mind.situation = update(mind.situation, text, focus=mind.focus_name)
