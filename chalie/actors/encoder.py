@@ -203,7 +203,8 @@ class Encoder(SupervisedActor):
                                      window.facts, window.fact_turn_id, tuple(snaps),
                                      tokens=tokens, llm_calls=calls,
                                      concepts=self._concepts(window.concepts),
-                                     relations=window.relations, space_id=d.space_id))
+                                     relations=window.relations, space_id=d.space_id,
+                                     situation=window.situation))
             return None
         else:
             log.warning("encoding_skipped", channel=channel, transcript_from=lines[0].id,

@@ -303,6 +303,7 @@ class StoreEpisodes(_Msg, frozen=True):
     concepts: tuple[ConceptRow, ...] = ()  # the window's concepts, embedded in `space_id`
     relations: tuple[tuple[str, str, str], ...] = ()  # (name, name, relation) the encoder named
     space_id: int | None = None
+    situation: str = ""  # the situation model's summarised part ("" when the encoder gave none)
 
 
 class SaveSnapshots(_Msg, frozen=True):

@@ -70,7 +70,7 @@ from chalie.memory.context import NAME_KEY, ContextSettings
 from chalie.memory.identity import NameStatement, acknowledgement, read_name
 from chalie.memory.recall import Recall
 from chalie.metrics import Metrics
-from chalie.store import concept_rows, image_rows, queries
+from chalie.store import cognition_rows, concept_rows, image_rows, queries
 from chalie.store.effects import RememberFact
 from chalie.tools.base import ToolSource
 from chalie.world.signals import WorldBoard
@@ -350,7 +350,7 @@ class Session(SupervisedActor):
         ratio = self._token_ratio
         world = d.world.top() if d.world is not None else []
         image_ids = turn.image_ids
-        conversation = self._cognition.mind.state_text(d.prompts)
+        mind = self._cognition.mind.copy()
         learned = self._cognition.trait_lines()
         choose_topic = self._cognition.topic_job(text)
 
@@ -360,7 +360,8 @@ class Session(SupervisedActor):
             built = context.build(
                 conn, channel=channel, text=text, recall=d.recall, prompts=d.prompts,
                 system=system, tools=tools, settings=d.context, token_ratio=ratio,
-                pending=pending, world=world, conversation=conversation, traits=learned,
+                pending=pending, world=world, traits=learned,
+                conversation=mind.state_text(d.prompts, cognition_rows.summary(conn, channel)),
                 gists=concept_rows.gists(conn, channel, d.clock.time()),
             )
             topic = choose_topic(conn, built)

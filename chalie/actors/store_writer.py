@@ -61,6 +61,7 @@ from chalie.metrics import Metrics
 from chalie.outbox import Outbox
 from chalie.store import (
     background_ops,
+    cognition_rows,
     concept_rows,
     db,
     interface_rows,
@@ -406,6 +407,9 @@ class StoreWriter(SupervisedActor):
                     if m.concepts:
                         concept_rows.store_window(self.conn, m.concepts, m.relations,
                                                   space_id=m.space_id, now=now)
+                    if m.situation:
+                        cognition_rows.save_summary(self.conn, m.channel, m.situation,
+                                                    m.upto_transcript_id, now)
                 memory_writes.insert_snapshots(self.conn, m.encoding_id, m.snapshots)
                 if m.tokens:
                     background_ops.apply(self.conn, (Spend("encoder", m.tokens, m.llm_calls,

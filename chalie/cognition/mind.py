@@ -9,7 +9,7 @@ is out.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import apsw
@@ -78,10 +78,11 @@ class Mind:
                 "last_message_at": self.last_message_at,
                 "situation": msgspec.json.encode(self.situation).decode()}
 
-    def state_text(self, prompts: Prompts) -> str:
-        """The conversation's part of the next prompt's state section ("" before any turn)."""
+    def state_text(self, prompts: Prompts, summary: str = "") -> str:
+        """The conversation's part of the next prompt's state section ("" before any turn);
+        `summary` is the situation model's summarised part (from the encoder)."""
         f = prompts.fragment
-        lines = []
+        lines = [f("situation_summary", text=summary)] if summary else []
         if self.topic_name:
             lines.append(f("conversation_topic", topic=self.topic_name, streak=self.streak))
         if self.focus_name:
@@ -98,6 +99,11 @@ class Mind:
             if items:
                 lines.append(f(name, items="; ".join(items)))
         return f("conversation_state", lines="\n".join(lines)) if lines else ""
+
+    def copy(self) -> Mind:
+        """A copy the pool can read while the actor goes on (the situation is replaced, never
+        changed in place)."""
+        return replace(self)
 
     def snapshot(self) -> dict[str, Any]:
         """What GET /api/state shows of it."""

@@ -41,6 +41,7 @@ class StateHandler(AuthedHandler):
                                   "activation": round(a.activation, 4), "seed": a.seed}
                                  for a in activated],
                     "gists": concept_rows.gists(conn, channel, now),
+                    "summary": cognition_rows.summary(conn, channel) or None,
                     "topics": cognition_rows.recent_topics(conn, channel, limit),
                     "traits": [{"name": name, "value": {k: round(v, 3)
                                                         for k, v in t.value.items()},

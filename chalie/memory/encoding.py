@@ -34,6 +34,7 @@ MAX_CONCEPTS = 8  # concepts one window names
 MAX_RELATED = 5  # relations one concept names
 MAX_CONCEPT_CHARS = 60
 MAX_RELATION_CHARS = 40
+MAX_SITUATION = 600  # characters of the situation summary
 ENCODER_CONFIDENCE = 0.6  # facts the encoder read are less sure than ones the person gave
 
 
@@ -71,6 +72,8 @@ class Encoding(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     facts: Annotated[list[EncodedFact], msgspec.Meta(max_length=MAX_FACTS)]
     # optional: an answer without it (an older prompt, a small model) is still an encoding
     concepts: Annotated[list[EncodedConcept], msgspec.Meta(max_length=MAX_CONCEPTS)] = []
+    # optional too: the situation model's summarised part, for the whole conversation so far
+    situation: str = ""
 
 
 FORMAT = structured("episodes", Encoding)
@@ -85,6 +88,7 @@ class Window(msgspec.Struct, frozen=True):
     fact_turn_id: str | None
     concepts: tuple[str, ...] = ()  # normalised names, the related ones too
     relations: tuple[tuple[str, str, str], ...] = ()  # (name, name, relation)
+    situation: str = ""  # what is going on for the person, summarised ("" when not given)
 
 
 def request(prompts: Prompts, lines: Sequence[WindowLine], *,
@@ -186,7 +190,8 @@ def to_window(encoding: Encoding, lines: Sequence[WindowLine]) -> Window:
     return Window(tuple(episodes), tuple(facts), turn_ids[-1] if turn_ids else None,
                   concepts=kept,
                   relations=tuple((a, b, r) for (a, b), r in relations.items()
-                                  if a in kept and b in kept))
+                                  if a in kept and b in kept),
+                  situation=_trim(" ".join(encoding.situation.split()), MAX_SITUATION))
 
 
 CO_OCCURS = "co-occurs"

@@ -72,3 +72,17 @@ def recent_topics(conn: apsw.Connection, channel: str, limit: int) -> list[dict[
         "ORDER BY last_seen DESC LIMIT ?", (channel, limit)).fetchall()
     keys = ("id", "name", "messages", "fok", "created_at", "last_seen")
     return [dict(zip(keys, row, strict=True)) for row in rows]
+
+
+def save_summary(conn: apsw.Connection, channel: str, summary: str, upto_transcript_id: int,
+                 now: float) -> None:
+    """The situation model's summarised part, from the encoder's call for a window."""
+    conn.execute(
+        "INSERT OR REPLACE INTO situation_summaries (channel, summary, upto_transcript_id, "
+        "updated_at) VALUES (?, ?, ?, ?)", (channel, summary, upto_transcript_id, now))
+
+
+def summary(conn: apsw.Connection, channel: str) -> str:
+    row = conn.execute("SELECT summary FROM situation_summaries WHERE channel = ?",
+                       (channel,)).fetchone()
+    return "" if row is None else str(row[0])

@@ -4,6 +4,7 @@ costs no LLM call; the situation model and the conversation's state in the next 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -157,6 +158,32 @@ def test_concepts_from_encodings_are_shown_with_their_activation(
         now = state(proc, cookie)
         assert all(c["name"] and c["activation"] > 0 for c in now["concepts"])
         assert now["gists"] == []
+    finally:
+        proc.kill()
+    assert not proc.errors(), proc.errors()
+
+
+def test_the_encoders_call_refreshes_the_situation_summary(tmp_path: Path, llm: StubLlm) -> None:
+    """The situation's summarised part comes with the encoding of a window (no call of its
+    own) and reaches the next prompt's Current State and GET /api/state."""
+    proc = ServerProcess(tmp_path, llm, memory={**NO_VECTORS, "encode_every_rows": 2}).start()
+    summary = "They are moving to Porto in March and still have to find a flat near the metro."
+    llm.queue_structured(completion(json.dumps({
+        "episodes": [{"gist": "The person is moving to Porto in March.", "intent": "plan",
+                      "outcome": "left open", "entities": ["Porto"], "salience": 0.8,
+                      "valence": 0.3, "open_loops": ["find a flat"], "first_line": 1,
+                      "last_line": 2}],
+        "facts": [], "concepts": [{"name": "Porto move", "related": []}],
+        "situation": summary})))
+    try:
+        cookie = proc.login()
+        ws = proc.connect(cookie)
+        say(ws, llm, "We are moving to Porto in March, I need a flat near the metro")
+        wait_for(lambda: state(proc, cookie)["summary"] == summary)
+        calls = len(llm.requests)
+        say(ws, llm, "Any tips for the first week there?")
+        assert len(llm.requests) == calls + 1  # the summary cost no call of its own
+        assert summary in llm.requests[-1]["messages"][-1]["content"]
     finally:
         proc.kill()
     assert not proc.errors(), proc.errors()

@@ -96,7 +96,7 @@ def test_the_request_sends_the_encoding_schema_as_a_strict_response_format(
     assert fmt["json_schema"]["name"] == "episodes"
     assert fmt["json_schema"]["strict"] is True
     schema = fmt["json_schema"]["schema"]
-    assert schema["required"] == ["episodes", "facts", "concepts"]
+    assert schema["required"] == ["episodes", "facts", "concepts", "situation"]
     assert schema["additionalProperties"] is False
     episodes = schema["properties"]["episodes"]
     assert episodes["minItems"] == 1

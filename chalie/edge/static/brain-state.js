@@ -43,6 +43,7 @@ export const stateSection = {
         field('last turn', state.mode || '—'), ' ', field('exchanges', String(state.exchanges))));
     const situation = document.getElementById('conversation-situation');
     const lines = situationLines(state.situation || {});
+    if (state.summary) lines.unshift(el('li', { className: 'situation-summary wrap', text: state.summary }));
     situation.replaceChildren(...(lines.length ? lines
       : [el('li', { className: 'muted', text: 'Nothing noted yet.' })]));
     renderList(document.getElementById('topics-list'), state.topics || [], buildTopic,
