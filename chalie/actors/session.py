@@ -250,7 +250,10 @@ class Session(SupervisedActor):
         if _from_person(request):
             self._person_active()  # the person (not a program) is talking: the DMN waits
         statement = None if action else read_name(text)
-        social = None if action else self._cognition.social_reply(text)
+        # Only the person's own "thanks" is acknowledged without the model: a program's
+        # message (POST /api/messages) is always reasoned about.
+        social = self._cognition.social_reply(text) if _from_person(request) and not action \
+            else None
         recalls = not action and not is_empty(text) and not is_cancel(text) and not (
             statement is not None and statement.whole) and social is None
         # First, after only those pure checks: the exchange is open in the log, so a crash from

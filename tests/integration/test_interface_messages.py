@@ -234,3 +234,18 @@ def test_a_message_is_handled_while_the_person_is_mid_turn(
         held.set()
     rest = person.recv_until(lambda f: f["type"] == "done")
     assert rest[-2]["blocks"][0]["text"] == "Here is my answer to you."
+
+
+def test_a_programs_short_thanks_is_still_reasoned_about(
+    server: ServerProcess, llm: StubLlm, cookie: str, iface: StubInterface
+) -> None:
+    """The social fast path is the person's: a program's "ok" goes to the model like any of
+    its messages, and the person's own "thanks" does not."""
+    _, token = pair(server.url, cookie, iface, name="hospital")
+    person = server.connect(cookie)
+    llm.queue(completion("The portal confirmed."))
+    send(server, token, {"text": "ok"})
+    person.recv_until(lambda f: f["type"] == "notification")
+    assert len(chat_requests(llm)) == 1
+    assert person.turn("thanks")[-2]["blocks"] == [{"type": "text", "text": "You're welcome."}]
+    assert len(chat_requests(llm)) == 1
