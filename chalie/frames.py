@@ -106,7 +106,9 @@ class Notification(_Frame, frozen=True, kw_only=True, tag="notification"):
 
 class Escalation(_Frame, frozen=True, kw_only=True, tag="escalation"):
     """A tool call that waits for the person's approval. Answer with an `action` frame:
-    {"skill": "approval", "params": {"approval_id": ..., "approve": true|false}}."""
+    {"skill": "approval", "params": {"approval_id": ..., "approve": true|false}}. With
+    `expires_in_s` 0 nothing waits: the critic asks the person to check what a consequential
+    call did (`approval_id` "critic-<call id>", `content` says why)."""
 
     content: str
     approval_id: str

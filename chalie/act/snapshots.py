@@ -17,7 +17,7 @@ _tools_json: tuple[object, str] = ((), "[]")  # the last tool list encoded, and 
 
 
 def snapshot(request: ChatRequest, *, call: int, purpose: str, now: float) -> SnapshotRow:
-    """`purpose` says what the call was for: act, compact_trail, checkpoint, backstop,
+    """`purpose` says what the call was for: act, critic, compact_trail, checkpoint, backstop,
     episode_encoding."""
     global _tools_json  # noqa: PLW0603  (a one-entry cache: every call of a turn has one list)
     tools, encoded = _tools_json

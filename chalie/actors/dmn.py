@@ -68,7 +68,6 @@ log = structlog.get_logger("chalie.dmn")
 TOOLS = ("memory", "recall", "schedule", "goal")
 BUSY_RETRY_S = 60.0  # an idle trigger that finds a thought in hand tries again this much later
 USUAL_HOURS_MAX_WAIT_S = 12 * 3600.0  # a thought waits at most this long for the usual hours
-GIST_TTL_S = 1800.0  # cognition.gist_ttl_s's default
 GIST_CHARS = 500  # a drift gist longer than this is cut
 
 
@@ -115,7 +114,7 @@ class Dmn(PathActor):
     light_model = True
 
     def __init__(self, link: Link | None, *, deps: PathDeps, config: DmnConfig,
-                 gist_ttl_s: float = GIST_TTL_S) -> None:
+                 gist_ttl_s: float) -> None:
         super().__init__(link, deps=deps, tools=ToolView(deps.catalog, allow=TOOLS))
         self._config = config
         self._gist_ttl_s = gist_ttl_s  # cognition.gist_ttl_s

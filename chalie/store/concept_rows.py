@@ -53,10 +53,12 @@ def _merge(conn: apsw.Connection, concept: ConceptRow, space_id: int | None, now
     if found is None and concept.vector is not None and space_id is not None:
         near = conn.execute(
             "SELECT id, vec_distance_cosine(vector, ?) AS d FROM concepts WHERE space_id = ? "
-            "AND vector IS NOT NULL AND length(vector) = ? ORDER BY d, id LIMIT 1",
+            "AND vector IS NOT NULL AND length(vector) = ? ORDER BY d IS NULL, d, id LIMIT 1",
             (concept.vector, space_id, len(concept.vector)),
         ).fetchone()
-        if near is not None and 1.0 - float(near[1]) >= MERGE_SIMILARITY:
+        # a zero vector has no direction: its distance is NULL, and it is nobody's twin
+        if near is not None and near[1] is not None \
+                and 1.0 - float(near[1]) >= MERGE_SIMILARITY:
             found = int(near[0])
     if found is None:
         conn.execute(

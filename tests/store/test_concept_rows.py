@@ -109,3 +109,15 @@ def test_drift_gists_are_read_per_channel_until_they_expire(writer: apsw.Connect
         ), turn_id=None, now=NOW)
     assert concept_rows.gists(writer, "main", NOW + 50) == ["the tomatoes may need water"]
     assert concept_rows.gists(writer, "main", NOW + 100) == []
+
+
+def test_a_vector_with_no_direction_merges_with_nothing_and_breaks_nothing(
+    writer: apsw.Connection,
+) -> None:
+    """A zero vector's cosine distance is NULL: a concept stored with one is nobody's
+    near-duplicate, and a new one with one is stored on its own."""
+    zero = struct.pack("<3f", 0.0, 0.0, 0.0)
+    store(writer, ConceptRow("blank", zero))
+    store(writer, ConceptRow("garden", unit(1, 0, 0)))
+    store(writer, ConceptRow("void", zero))
+    assert set(concepts(writer)) == {"blank", "garden", "void"}
