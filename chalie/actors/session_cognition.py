@@ -78,7 +78,7 @@ class ChannelCognition:
 
     def trait_lines(self) -> tuple[str, ...]:
         """The adaptive traits with enough evidence, as the identity section says them."""
-        return tuple(traits.describe(self.traits, self._deps.clock.time()))
+        return tuple(traits.describe(self.traits, self._deps.prompts, self._deps.clock.time()))
 
     # -- before the loop --
 

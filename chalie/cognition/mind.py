@@ -10,7 +10,7 @@ is out.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, get_args
 
 import apsw
 import msgspec
@@ -21,9 +21,6 @@ from chalie.cognition.signals import NlpSignals, Phase, next_phase
 from chalie.cognition.situation import Situation, update
 from chalie.cognition.topics import TopicChoice
 from chalie.store import cognition_rows
-
-_MODE_WORDS = {"respond": "answer", "clarify": "ask them back", "act": "act with tools",
-               "acknowledge": "acknowledge them"}
 
 
 @dataclass(frozen=True)
@@ -89,9 +86,9 @@ class Mind:
             lines.append(f("conversation_focus", focus=self.focus_name))
         if self.phase:
             lines.append(f("conversation_phase", phase=self.phase))
-        if self.confidence is not None and self.mode:
+        if self.confidence is not None and self.mode in get_args(conf.Mode):
             lines.append(f("conversation_confidence", confidence=f"{self.confidence:.2f}",
-                           mode=_MODE_WORDS.get(self.mode, self.mode)))
+                           mode=f(f"mode_{self.mode}")))
         s = self.situation
         for name, items in (("situation_loops", s.open_loops), ("situation_people", s.people),
                             ("situation_places", s.places),

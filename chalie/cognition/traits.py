@@ -27,6 +27,7 @@ from datetime import datetime, tzinfo
 
 import msgspec
 
+from chalie.act.prompts import Prompts
 from chalie.cognition.signals import NlpSignals, nlp_signals
 from chalie.cognition.words import TOKEN, normalise, wordset
 
@@ -250,27 +251,30 @@ def hour_spans(hours: frozenset[int]) -> list[str]:
     return spans
 
 
-def describe(traits: Traits, now: float | None = None) -> list[str]:
-    """The identity section's lines for the traits with enough evidence (as of `now`, when
-    given: decayed)."""
-    lines = []
+def described(traits: Traits, now: float | None = None) -> list[tuple[str, dict[str, str]]]:
+    """What the identity section says of the traits with enough evidence (as of `now`, when
+    given: decayed), as (fragment of prompts/fragments.toml, its values) pairs."""
+    said: list[tuple[str, dict[str, str]]] = []
     length = preferred_length(traits, now)
     if length is not None:
-        lines.append({"short": "Prefers short answers.",
-                      "medium": "Prefers answers of medium length.",
-                      "long": "Prefers long, detailed answers."}[length])
+        said.append((f"trait_length_{length}", {}))
     hours = usual_hours(traits, now)
     if hours:
         spans = hour_spans(hours)
         joined = spans[0] if len(spans) == 1 else ", ".join(spans[:-1]) + " and " + spans[-1]
-        lines.append(f"Usually active {joined}.")
+        said.append(("trait_hours", {"hours": joined}))
     lang = language(traits, now)
     if lang is not None:
-        lines.append(f"Writes in {_LANGUAGE_NAMES[lang]}.")
+        said.append(("trait_language", {"language": _LANGUAGE_NAMES[lang]}))
     manner = tone(traits, now)
     if manner is not None:
-        lines.append("Writes casually." if manner == "casual" else "Writes formally.")
-    return lines
+        said.append((f"trait_tone_{manner}", {}))
+    return said
+
+
+def describe(traits: Traits, prompts: Prompts, now: float | None = None) -> list[str]:
+    """The identity section's lines for the traits with enough evidence."""
+    return [prompts.fragment(name, **values) for name, values in described(traits, now)]
 
 
 def next_usual_hour(traits: Traits, at: float, tz: tzinfo) -> float | None:

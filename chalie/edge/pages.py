@@ -51,19 +51,28 @@ def secure_headers(handler: tornado.web.RequestHandler, csp: str = PAGE_CSP) -> 
     handler.set_header("Cache-Control", "no-cache")
 
 
+async def _logged_in(handler: tornado.web.RequestHandler, ctx: EdgeContext) -> bool:
+    """Whether the request's login cookie is good (checked off the IOLoop: it reads the store)."""
+    token = handler.get_cookie(COOKIE)
+    loop = tornado.ioloop.IOLoop.current()
+    return bool(await loop.run_in_executor(None, ctx.auth.session_ok, token))
+
+
+def _unauthorized(handler: tornado.web.RequestHandler) -> None:
+    handler.set_status(401)
+    handler.set_header("Content-Type", "application/json")
+    handler.finish({"error": "not logged in: POST /auth/login first", "status": 401})
+
+
 class _Page(tornado.web.RequestHandler):
     def initialize(self, ctx: EdgeContext) -> None:
         self.ctx = ctx
 
     async def logged_in(self) -> bool:
-        token = self.get_cookie(COOKIE)
-        loop = tornado.ioloop.IOLoop.current()
-        return bool(await loop.run_in_executor(None, self.ctx.auth.session_ok, token))
+        return await _logged_in(self, self.ctx)
 
     def unauthorized(self) -> None:
-        self.set_status(401)
-        self.set_header("Content-Type", "application/json")
-        self.finish({"error": "not logged in: POST /auth/login first", "status": 401})
+        _unauthorized(self)
 
 
 class PageHandler(_Page):
@@ -92,14 +101,8 @@ class StaticHandler(tornado.web.StaticFileHandler):
 
     async def prepare(self) -> None:
         name = self.path_args[0] if self.path_args else ""
-        if name in PUBLIC:
-            return
-        token = self.get_cookie(COOKIE)
-        loop = tornado.ioloop.IOLoop.current()
-        if not await loop.run_in_executor(None, self.ctx.auth.session_ok, token):
-            self.set_status(401)
-            self.set_header("Content-Type", "application/json")
-            self.finish({"error": "not logged in: POST /auth/login first", "status": 401})
+        if name not in PUBLIC and not await _logged_in(self, self.ctx):
+            _unauthorized(self)
 
     def set_extra_headers(self, path: str) -> None:
         secure_headers(self)

@@ -46,6 +46,7 @@ class StateHandler(AuthedHandler):
                     "traits": [{"name": name, "value": {k: round(v, 3)
                                                         for k, v in t.value.items()},
                                 "weight": round(t.weight, 3)} for name, t in learned],
-                    "learned": traits.describe(stored, now)}
+                    "learned": traits.describe(stored, self.ctx.prompts, now)
+                    if self.ctx.prompts is not None else []}
 
         self.write_json(await self.off_loop(read))

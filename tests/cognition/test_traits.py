@@ -8,16 +8,22 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from chalie.act.prompts import Prompts
 from chalie.cognition import traits
-from chalie.cognition.traits import Trait, describe, learn
+from chalie.cognition.traits import Trait, learn
 from chalie.store import db, trait_rows
 from chalie.store.background_ops import SaveTraits, apply
 
 LONDON = ZoneInfo("Europe/London")
+PROMPTS = Prompts.load()
 DAY = 86_400.0
 T0 = datetime(2026, 3, 2, 9, 15, tzinfo=UTC).timestamp()  # a Monday, 09:15 in London (GMT)
 SHORT = "Paris."
 LONG = " ".join(["word"] * 200)
+
+
+def describe(learned: dict[str, Trait], now: float | None = None) -> list[str]:
+    return traits.describe(learned, PROMPTS, now)
 
 
 def run(exchanges: list[tuple[str, str | None, float]], start: dict[str, Trait] | None = None,
