@@ -34,6 +34,10 @@ class ServerConfig(_Section, frozen=True):
     shutdown_grace_s: float
     ping_interval_s: float
     ping_misses: int
+    session_idle_s: float
+    max_body_bytes: int
+    rest_rate_per_min: int
+    metrics_token: str
 
 
 class StoreConfig(_Section, frozen=True):
@@ -42,11 +46,20 @@ class StoreConfig(_Section, frozen=True):
     busy_timeout_ms: int
     events_kept: int
     reply_timeout_s: float
+    transcript_days: float
+    tool_calls_days: float
+    events_days: float
+    prune_interval_s: float
+    prune_batch: int
+    vacuum_pages: int
+    backups_kept: int
+    backup_dir: str
 
 
 class AuthConfig(_Section, frozen=True):
     password: str
     session_days: float
+    rotate_days: float
     max_failures: int
     lockout_s: float
     secure_cookie: bool
@@ -178,6 +191,8 @@ class ToolsConfig(_Section, frozen=True):
 
 class InterfacesConfig(_Section, frozen=True):
     pairing_key_ttl_s: float
+    pair_max_failures: int
+    pair_lockout_s: float
     health_interval_s: float
     health_failures: int
     health_timeout_s: float
@@ -324,7 +339,10 @@ _POSITIVE = {
     "act.timeout_s", "act.workers", "act.max_tool_result_chars", "supervisor.max_restarts",
     "supervisor.within_s", "server.ping_interval_s", "server.ping_misses",
     "act.compaction_threshold", "act.approval_timeout_s", "auth.max_failures", "auth.lockout_s",
-    "store.reply_timeout_s", "memory.embed_timeout_s", "memory.query_embed_timeout_s",
+    "store.reply_timeout_s", "store.transcript_days", "store.tool_calls_days",
+    "store.events_days", "store.prune_interval_s", "store.prune_batch", "store.vacuum_pages",
+    "server.session_idle_s", "server.max_body_bytes", "auth.rotate_days",
+    "interfaces.pair_max_failures", "interfaces.pair_lockout_s", "memory.embed_timeout_s", "memory.query_embed_timeout_s",
     "memory.embed_batch", "memory.encode_every_rows", "memory.encode_max_rows",
     "memory.recall_k", "memory.recency_days", "memory.snapshots_kept", "context.reply_reserve",
     "interfaces.pairing_key_ttl_s", "interfaces.health_interval_s", "interfaces.health_failures",
@@ -347,7 +365,7 @@ _NON_NEGATIVE = {
     "signals.min_salience", "dmn.boot_delay_s", "dmn.daily_cap", "scheduler.catch_up_s",
     "goals.step_retries", "governor.dmn_tokens_per_day", "governor.scheduled_tokens_per_day",
     "governor.goal_tokens_per_day", "governor.encoder_tokens_per_day",
-    "cognition.topic_threshold",
+    "cognition.topic_threshold", "store.backups_kept", "server.rest_rate_per_min",
 }
 CONTEXT_SHARES = ("identity", "state", "memory", "tools", "history")
 
