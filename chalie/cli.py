@@ -1,4 +1,5 @@
-"""`chalie serve [--config FILE]`: run the server until SIGINT/SIGTERM.
+"""`chalie serve [--config FILE]`: run the server until SIGINT/SIGTERM; SIGHUP reloads the config
+(what can change while running; chalie/reload.py says which keys).
 `chalie snapshot TURN_ID [--config FILE] [--json]`: print the LLM requests of one turn.
 `chalie doctor [--config FILE]`: check that the configured server could work, a line a check.
 
@@ -8,6 +9,12 @@ cannot be read), 2 for a configuration error. It opens the database read-only, s
 while the server runs.
 doctor exits 0 when the server could work (warnings allowed), 1 when it could not, 2 for a
 configuration error; it writes nothing to the store (chalie/doctor.py).
+`chalie backup FILE`, `chalie restore FILE`, `chalie export FILE`, `chalie import FILE` (each
+with --config FILE): copy the store while the server runs, put a copy back, write the memory as
+JSON Lines, read it into a new store (chalie/cli_store.py); 0 done, 1 failed, 2 config error.
+`chalie passwd [--config FILE]`: set a new login password (typed twice, or one line on stdin)
+and end every login session, also while the server runs (chalie/cli_auth.py); 0 done, 1
+refused (too short, or auth.password is set) or failed, 2 config error.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ import apsw
 import msgspec
 import structlog
 
-from chalie import logs
+from chalie import cli_auth, cli_store, logs
 from chalie.config import Config, load_config
 from chalie.edge.rest_turns import not_kept, prompts_document
 from chalie.errors import ChalieError, ConfigError
@@ -48,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     doctor_cmd = sub.add_parser("doctor", help="check that the configured server could work")
     doctor_cmd.add_argument("--config", type=Path,
                             help="TOML file merged over config/chalie.toml")
+    cli_store.register(sub)
+    cli_auth.register(sub)
     args = parser.parse_args(argv)
     try:
         config = load_config(args.config, env=os.environ)
@@ -56,6 +65,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.command == "snapshot":
         return _snapshot(config, args.turn_id, as_json=args.json)
+    if args.command == "passwd":
+        logs.configure(config.log.format, "error", stream=sys.stderr)
+        return cli_auth.run(config, args.config, env=os.environ)
+    if args.command in cli_store.COMMANDS:
+        logs.configure(config.log.format, "error", stream=sys.stderr)
+        return cli_store.run(args.command, args.file, config)
     if args.command == "doctor":
         # Its lines are the output; the log (what providers and MCP say on the way) is not.
         logs.configure(config.log.format, "error", stream=sys.stderr)
@@ -67,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     logs.configure(config.log.format, config.log.level)
     _raise_open_files_limit()
     try:
-        return asyncio.run(_serve(config))
+        return asyncio.run(_serve(config, args.config))
     except ChalieError as e:
         print(f"chalie: {e}", file=sys.stderr)
         return 1
@@ -139,6 +154,26 @@ def _say(text: str) -> None:
     sys.stdout.flush()
 
 
+def _reload(server: Server, path: Path | None) -> None:
+    """SIGHUP: read the config file and environment again and take what can change while
+    running (chalie/reload.py); a config that does not load leaves the one in effect."""
+    log = structlog.get_logger("chalie.cli")
+    try:
+        new = load_config(path, env=os.environ)
+    except ConfigError as e:
+        log.warning("reload_refused", key=e.key, problem=e.problem,
+                    note="the server goes on with the config it has")
+        return
+    log_before = server.config.log
+    applied, restart = server.reload(new)
+    if server.config.log != log_before:
+        logs.configure(server.config.log.format, server.config.log.level)
+    log.info("config_reloaded", applied=applied, needs_restart=restart)
+    for key in restart:
+        log.warning("reload_needs_restart", key=key,
+                    note=f"{key} changed: takes effect after a restart")
+
+
 def _browser_address(host: str, port: int) -> str:
     """Where a browser on this machine finds the server: a wildcard address is not one."""
     if host in ("", "0.0.0.0", "::"):
@@ -146,15 +181,16 @@ def _browser_address(host: str, port: int) -> str:
     return f"http://[{host}]:{port}/" if ":" in host else f"http://{host}:{port}/"
 
 
-async def _serve(config: Config) -> int:
+async def _serve(config: Config, path: Path | None) -> int:
     log = structlog.get_logger("chalie.cli")
     server = Server(config)
     # Before start(): once it listens, /health answers, and a SIGTERM from then on must stop
-    # the server cleanly rather than kill it.
+    # the server cleanly rather than kill it (and a SIGHUP reload it, not end it).
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, _reload, server, path)
     await server.start()
     if server.generated_password:
         _say(f"chalie: generated login password: {server.generated_password}\n"

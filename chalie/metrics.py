@@ -10,7 +10,7 @@ from prometheus_client.registry import Collector
 
 
 class Metrics:
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:  # noqa: PLR0915
         r = self.registry = registry or CollectorRegistry()
         self.turns = Counter("chalie_turns", "Turns finished, by outcome.", ["outcome"], registry=r)
         self.turns_in_flight = Gauge(
@@ -63,6 +63,13 @@ class Metrics:
         )
         self.ws_connections = Gauge(
             "chalie_ws_connections", "Open WebSocket connections.", registry=r
+        )
+        self.sessions = Gauge(
+            "chalie_sessions", "Session actors running (one per channel in use).", registry=r
+        )
+        self.sessions_stopped = Counter(
+            "chalie_sessions_stopped",
+            "Session actors stopped after server.session_idle_s with nothing to do.", registry=r,
         )
         self.recall_seconds = Histogram(
             "chalie_recall_seconds",
@@ -203,6 +210,36 @@ class Metrics:
             "chalie_schedule_runs",
             "Scheduled prompt runs, by outcome (done, failed, missed, paused).", ["outcome"],
             registry=r,
+        )
+        self.pruned_rows = Counter(
+            "chalie_pruned_rows", "Rows deleted by retention, by kind (transcript, images, "
+            "checkpoints, tool_calls, events, dmn_runs, auth_sessions, pairing_keys).", ["kind"],
+            registry=r,
+        )
+        self.vacuum_pages = Counter(
+            "chalie_vacuum_pages", "Free database pages returned to the file system.", registry=r
+        )
+        self.backups = Counter(
+            "chalie_backups", "Scheduled backups, by outcome (ok, failed).", ["outcome"],
+            registry=r,
+        )
+        self.db_bytes = Gauge(
+            "chalie_db_bytes", "Size of the store on disk (database file and write-ahead log), "
+            "as of the last housekeeping run.", registry=r,
+        )
+        self.rest_refused = Counter(
+            "chalie_rest_refused",
+            "REST requests refused before their handler ran, by reason (too_large, "
+            "cross_site, rate_limited).", ["reason"], registry=r,
+        )
+        self.sessions_rotated = Counter(
+            "chalie_auth_sessions_rotated",
+            "Login session cookies replaced by a new token (auth.rotate_days).", registry=r,
+        )
+        self.auth_locked_out = Counter(
+            "chalie_auth_locked_out",
+            "Login and pairing attempts refused (429) after too many failures, by what "
+            "(login, pairing).", ["what"], registry=r,
         )
 
     def watch_goals(self, counts: Callable[[], dict[str, int]]) -> None:

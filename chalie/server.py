@@ -23,6 +23,7 @@ from tornado.ioloop import IOLoop
 from chalie import server_paths
 from chalie.act.prompts import Prompts
 from chalie.actors.encoder import Encoder, EncoderDeps
+from chalie.actors.housekeeper import Housekeeper
 from chalie.actors.interface_health import HealthDeps, InterfaceHealth
 from chalie.actors.messages import Ping
 from chalie.actors.pool import WorkerPool
@@ -31,7 +32,7 @@ from chalie.actors.session_supervisor import SessionSupervisor
 from chalie.actors.store_writer import StoreWriter, close_interrupted_turns
 from chalie.actors.supervisor import ChildSpec, Directory, Link, Supervisor
 from chalie.actors.world_state import WorldState
-from chalie.background.attention import Attention
+from chalie.background.attention import Attention, parse_span
 from chalie.background.governor import Governor
 from chalie.clock import Clock, SystemClock
 from chalie.config import CONTEXT_SHARES, Config
@@ -39,6 +40,8 @@ from chalie.edge.app import make_app
 from chalie.edge.auth import Authenticator, LoginThrottle, ensure_password
 from chalie.edge.context import EdgeContext
 from chalie.edge.hub import SocketHub
+from chalie.edge.ratelimit import RestRateLimit
+from chalie.edge.rest_base import largest_body
 from chalie.edge.subscriptions import Subscriptions
 from chalie.interfaces.board import InterfaceBoard
 from chalie.interfaces.client import InterfaceClient
@@ -48,7 +51,9 @@ from chalie.memory.context import ContextSettings
 from chalie.memory.embedders import Embedder, build_embedder
 from chalie.memory.recall import Recall
 from chalie.metrics import Metrics
+from chalie.reload import changes, merged
 from chalie.store import db, goal_rows, interface_rows, memory_writes
+from chalie.store.lock import DataLock
 from chalie.tools.catalog import ToolCatalog
 from chalie.tools.goal import GoalTool
 from chalie.tools.memory import ForgetTool, MemoryTool
@@ -109,6 +114,9 @@ class Server:
         self._subscriptions: Subscriptions | None = None
         self._on_failure: asyncio.Event | None = None
         self._hub: SocketHub | None = None
+        self._edge: EdgeContext | None = None  # its config is swapped by reload()
+        self._catalog: ToolCatalog | None = None
+        self._lock = DataLock(Path(config.store.path))
 
     @property
     def db_path(self) -> Path:
@@ -133,7 +141,16 @@ class Server:
         return space_id
 
     async def start(self) -> int:
-        """Open the store, start the actors, listen; returns the port. Call on the IOLoop."""
+        """Lock the data directory, open the store, start the actors, listen; returns the port.
+        Call on the IOLoop. Raises StoreError while another server holds the data directory."""
+        self._lock.acquire()
+        try:
+            return await self._start()
+        except BaseException:
+            self._lock.release()
+            raise
+
+    async def _start(self) -> int:
         store = self.config.store
         space_id = self._open_store()
         log.info("memory", embedder=self.embedder.kind, space=self.embedder.space,
@@ -150,6 +167,7 @@ class Server:
         self._paths_pool = WorkerPool(PATH_WORKERS, name="chalie-paths")
         memory = self.config.memory
         programs = self._other_programs()
+        self._catalog = programs.catalog
         self.metrics.watch_goals(lambda: goal_rows.counts(readers.get()))
         recall = Recall(embedder=self.embedder, space_id=space_id, config=memory,
                         clock=self.clock, metrics=self.metrics)
@@ -180,6 +198,7 @@ class Server:
             governor=self.governor,
             cognition=self.config.cognition,
             timezone=self.config.dmn.timezone,
+            idle_s=self.config.server.session_idle_s,
         )
         encoder_deps = EncoderDeps(
             provider=self.models.light, prompts=self.prompts, embedder=self.embedder,
@@ -218,12 +237,18 @@ class Server:
         def start_encoder(link: Link) -> pykka.ActorRef[Any]:
             return Encoder.start(link, deps=encoder_deps)
 
+        def start_housekeeper(link: Link) -> pykka.ActorRef[Any]:
+            # Settings read at each run: a reloaded [store] applies from the next one.
+            return Housekeeper.start(link, settings=lambda: self.config.store, clock=self.clock,
+                                     directory=self.directory, metrics=self.metrics)
+
         self._root = Supervisor.start(
             None,
             name="root",
             children=(
                 # Stopped in reverse: world state is flushed while the writer still runs.
                 ChildSpec("store_writer", start_writer),
+                ChildSpec("housekeeper", start_housekeeper),
                 *self._program_children(programs, readers.get, common),
                 ChildSpec("sessions", start_sessions),
                 ChildSpec("encoder", start_encoder),
@@ -235,13 +260,17 @@ class Server:
         root = self._root
         # Answered after the root's on_start, so both children are in the Directory.
         await asyncio.get_running_loop().run_in_executor(None, lambda: root.ask(Ping(), timeout=30))
-        app = make_app(EdgeContext(
+        self._edge = EdgeContext(
             config=self.config,
             clock=self.clock,
             auth=Authenticator(configured=self.config.auth.password, read=readers.get,
                                clock=self.clock),
             throttle=LoginThrottle(self.clock, max_failures=self.config.auth.max_failures,
                                    window_s=self.config.auth.lockout_s),
+            rest_limit=RestRateLimit(self.clock),
+            pair_throttle=LoginThrottle(
+                self.clock, max_failures=self.config.interfaces.pair_max_failures,
+                window_s=self.config.interfaces.pair_lockout_s),
             hub=hub,
             metrics=self.metrics,
             directory=self.directory,
@@ -258,11 +287,15 @@ class Server:
             governor=self.governor,
             default_zone=server_paths.default_zone(self.config),
             models=self.models,
-        ))
+        )
+        app = make_app(self._edge)
         sockets = tornado.netutil.bind_sockets(
             self.config.server.port, self.config.server.host, family=socket.AF_INET
         )
-        self._http = tornado.httpserver.HTTPServer(app, xheaders=False)
+        # Tornado cuts off (400, connection closed) any body larger than every endpoint takes;
+        # each endpoint refuses its own limit with a 413 (rest_base.JsonHandler.prepare).
+        self._http = tornado.httpserver.HTTPServer(app, xheaders=False,
+                                                   max_body_size=largest_body(self.config))
         self._http.add_sockets(sockets)
         self.port = sockets[0].getsockname()[1]
         rows = await asyncio.get_running_loop().run_in_executor(
@@ -332,6 +365,26 @@ class Server:
 
         return (*children, ChildSpec("mcp", start_mcp))
 
+    def reload(self, new: Config) -> tuple[list[str], list[str]]:
+        """Take what `new` changes that can change while running (chalie/reload.py); returns
+        (keys applied, keys that need a restart). `self.config` becomes the config in effect.
+        Call on the IOLoop, where the edge's handlers read it."""
+        applied, restart = changes(self.config, new)
+        self.config = merged(self.config, new, applied)
+        if self._edge is not None:
+            self._edge.config = self.config
+        if self._http is not None:  # from the next request on
+            self._http.conn_params.max_body_size = largest_body(self.config)
+        if self.governor is not None:
+            self.governor.set_budgets(self.config.governor.budgets())
+        if self.attention is not None:
+            self.attention.retune(parse_span(self.config.dmn.quiet_hours),
+                                  daily_cap=self.config.dmn.daily_cap)
+        if self._catalog is not None:
+            self._catalog.set_rules(confirm=self.config.tools.confirm,
+                                    block=self.config.tools.block)
+        return applied, restart
+
     async def wait_failed(self) -> str:
         assert self._on_failure is not None
         await self._on_failure.wait()
@@ -381,6 +434,7 @@ class Server:
             self._http_out = None
         self.models.close()
         self.embedder.close()
+        self._lock.release()
         log.info("stopped")
 
 

@@ -168,6 +168,22 @@ class Deliver(_Msg, frozen=True):
     message: SessionMessage
 
 
+class IdleCheck(_Msg, frozen=True):
+    """To a Session, from its own idle timer: has it been idle for server.session_idle_s?"""
+
+
+class SessionIdle(_Msg, frozen=True):
+    """To the SessionSupervisor: the Session `urn` of `channel` has been idle long enough."""
+
+    channel: str
+    urn: str
+
+
+class StopIfIdle(_Msg, frozen=True):
+    """Asked of a Session by its supervisor: True when it is still idle and may be stopped
+    (it will take no more messages); False when something arrived since it said idle."""
+
+
 # --- background paths ----------------------------------------------------------------------
 
 class PersonActive(_Msg, frozen=True):
@@ -282,6 +298,56 @@ class CreateAuthSession(_Msg, frozen=True):
     token_hash: str
     created_at: float
     expires_at: float
+
+
+class PruneStep(_Msg, frozen=True):
+    """To the StoreWriter: delete at most `batch` rows of `kind` (chalie/store/retention.py)
+    older than `before`, in one short transaction; Pruned goes to `reply_to`."""
+
+    kind: str
+    before: float
+    batch: int
+    reply_to: str = "housekeeper"
+
+
+class Pruned(_Msg, frozen=True):
+    """A PruneStep's answer: rows deleted (fewer than the batch: that kind is done), or the
+    error that stopped it."""
+
+    kind: str
+    deleted: int
+    batch: int
+    error: str | None = None
+
+
+class Vacuum(_Msg, frozen=True):
+    """To the StoreWriter: return up to `pages` free pages to the file system; Vacuumed goes to
+    `reply_to`."""
+
+    pages: int
+    reply_to: str = "housekeeper"
+
+
+class Vacuumed(_Msg, frozen=True):
+    pages: int
+    error: str | None = None
+
+
+class RotateAuthSession(_Msg, frozen=True):
+    """Replace a session's token: the new row keeps the old one's expiry, the old one ends at
+    `old_until`. Answered with that expiry, or None when the old row is gone or was already
+    replaced (it ends by `old_until` already), so concurrent requests rotate it once."""
+
+    old_hash: str
+    new_hash: str
+    now: float
+    old_until: float
+
+
+class EndAuthSession(_Msg, frozen=True):
+    """Log out: delete the session row. Answered with whether there was one."""
+
+    token_hash: str
 
 
 # --- memory ------------------------------------------------------------------------------------

@@ -42,13 +42,16 @@ from chalie.actors.messages import (
     CompactionReturned,
     ContextReady,
     FrameRejected,
+    IdleCheck,
     LlmFailed,
     LlmReturned,
     PersonActive,
     PushLive,
     RepushExchange,
     SaveCheckpoint,
+    SessionIdle,
     Steer,
+    StopIfIdle,
     ToolReturned,
     TurnDeadline,
     TurnStored,
@@ -57,6 +60,7 @@ from chalie.actors.messages import (
 )
 from chalie.actors.session_backstop import Backstop, channel_loop
 from chalie.actors.session_cognition import ChannelCognition, TurnCognition
+from chalie.actors.session_idle import IdleWatch
 from chalie.actors.supervisor import Directory, Link, SupervisedActor
 from chalie.actors.turn import Turn, closing_frames, turn_record
 from chalie.actors.work import Work
@@ -105,6 +109,7 @@ class SessionDeps:
     light: LlmProvider | None = None  # the light job's model (compaction); None: `provider`
     cognition: CognitionConfig | None = None  # [cognition]; None: no critic
     timezone: str = "UTC"  # dmn.timezone: the person's local hours (adaptive traits)
+    idle_s: float = 0.0  # server.session_idle_s: stop when idle this long (session_idle.py)
 
 
 class Session(SupervisedActor):
@@ -134,11 +139,13 @@ class Session(SupervisedActor):
         # What the post-turn fan-out of the turn being stored needs: its cognition, its text,
         # whether it called tools (a person's chat only).
         self._fan_out: tuple[TurnCognition, str, bool] | None = None
+        self._idle = IdleWatch(deps.clock, deps.idle_s, check=lambda: self.tell_self(IdleCheck()))
 
     def started(self) -> None:
         self._cognition.load(self._deps.read())
         # A predecessor that crashed mid-turn left an open exchange: close it with an error.
         self._to_writer(CloseOpenExchange(self.channel))
+        self._idle.active(idle_now=True)
 
     def on_failure(self, exception_type: Any, exception_value: Any, traceback: Any) -> None:
         if self._driver.turn is not None or self._storing is not None:
@@ -150,7 +157,22 @@ class Session(SupervisedActor):
         with structlog.contextvars.bound_contextvars(
             actor="session", channel=self.channel, turn_id=turn.id if turn else None
         ):
-            self._dispatch(message)
+            match message:
+                case IdleCheck():
+                    if self._idle.fired(self._is_idle()) and self._link is not None:
+                        self._link.supervisor.tell(SessionIdle(self.channel, self.actor_urn))
+                case StopIfIdle():
+                    return self._idle.may_stop(self._is_idle())
+                case _:
+                    self._dispatch(message)
+                    self._idle.active(self._is_idle())
+        return None
+
+    def _is_idle(self) -> bool:
+        """Nothing running, being stored, queued or checked: no reply can be on its way here
+        (pool jobs, timers and TurnStored all belong to a turn or to the backstop)."""
+        return (self._driver.turn is None and self._storing is None and not self._inbox
+                and not self._backstop.running)
 
     def _dispatch(self, message: Any) -> None:
         match message:

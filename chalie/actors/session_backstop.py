@@ -56,6 +56,11 @@ class Backstop:
         self._running = False
         self._bare_tokens: int | None = None  # an empty prompt's size
 
+    @property
+    def running(self) -> bool:
+        """A check is out on the pool: its answer is on the way to the Session."""
+        return self._running
+
     def done(self) -> None:
         """The check (and the checkpoint it may have written) is over."""
         self._running = False

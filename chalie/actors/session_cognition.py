@@ -31,7 +31,7 @@ from chalie.cognition.mind import Mind, Verdict, judge, track_phase, track_situa
 from chalie.cognition.topics import TopicChoice
 from chalie.config import CognitionConfig
 from chalie.memory.context import TurnContext
-from chalie.store import trait_rows
+from chalie.store import queries, trait_rows
 from chalie.store.background_ops import Op, SaveMind, SaveTraits, TopicSeen
 
 if TYPE_CHECKING:
@@ -75,6 +75,14 @@ class ChannelCognition:
             self.traits = trait_rows.load(conn)
         except apsw.Error:
             log.exception("traits_not_loaded")
+        # A Session restarted (after idling, or a crash): the answer the next message replies to.
+        try:
+            last = queries.recent_transcript(conn, self.channel, 1)
+        except apsw.Error:
+            log.exception("last_answer_not_loaded")
+            last = []
+        if last and last[0].role == "assistant":
+            self._last_answer = last[0].text
 
     def trait_lines(self) -> tuple[str, ...]:
         """The adaptive traits with enough evidence, as the identity section says them."""

@@ -30,13 +30,17 @@ from chalie.actors.messages import (
     Deliver,
     DropSpace,
     EncodeWindow,
+    EndAuthSession,
     ForgetItem,
     IndexBatch,
     MemoryGrew,
     OpsApplied,
     PairInterface,
+    Pruned,
+    PruneStep,
     PushLive,
     RepushExchange,
+    RotateAuthSession,
     RunGoal,
     SaveCheckpoint,
     SaveSnapshots,
@@ -50,6 +54,8 @@ from chalie.actors.messages import (
     TurnStored,
     TurnStoreFailed,
     UpdateCapabilities,
+    Vacuum,
+    Vacuumed,
 )
 from chalie.actors.supervisor import Directory, Link, SupervisedActor
 from chalie.clock import Clock
@@ -60,6 +66,7 @@ from chalie.memory.items import Kind
 from chalie.metrics import Metrics
 from chalie.outbox import Outbox
 from chalie.store import (
+    auth_rows,
     background_ops,
     cognition_rows,
     concept_rows,
@@ -67,6 +74,7 @@ from chalie.store import (
     interface_rows,
     memory_writes,
     queries,
+    retention,
     writes,
 )
 from chalie.store.background_ops import Applied, Op, Spend
@@ -157,14 +165,10 @@ class StoreWriter(SupervisedActor):
                 self._drop_space(space_id)
             case ForgetItem():
                 return self._forget(message)
-            case CreateAuthSession():
-                with db.immediate(self.conn):
-                    self.conn.execute(
-                        "INSERT INTO auth_sessions (token_hash, created_at, expires_at) "
-                        "VALUES (?, ?, ?)",
-                        (message.token_hash, message.created_at, message.expires_at),
-                    )
-                return True
+            case PruneStep() | Vacuum():
+                self._housekeeping(message)
+            case CreateAuthSession() | RotateAuthSession() | EndAuthSession():
+                return self._auth_session(message)
             case SaveWorld(signals=signals):
                 with db.immediate(self.conn):
                     interface_rows.save_world(self.conn, signals)
@@ -453,6 +457,21 @@ class StoreWriter(SupervisedActor):
         else:  # more to remove: after whatever else is waiting, so turns are not held up
             self.actor_ref.tell(DropSpace(space_id))
 
+    def _auth_session(
+        self, m: CreateAuthSession | RotateAuthSession | EndAuthSession,
+    ) -> bool | float | None:
+        with db.immediate(self.conn):
+            match m:
+                case CreateAuthSession():
+                    auth_rows.create_session(self.conn, m.token_hash, created_at=m.created_at,
+                                             expires_at=m.expires_at)
+                    return True
+                case RotateAuthSession():
+                    return auth_rows.rotate_session(self.conn, m.old_hash, m.new_hash,
+                                                    now=m.now, old_until=m.old_until)
+                case EndAuthSession():
+                    return auth_rows.end_session(self.conn, m.token_hash)
+
     def _forget(self, m: ForgetItem) -> bool:
         now = self._clock.time()
         with db.immediate(self.conn):
@@ -464,6 +483,24 @@ class StoreWriter(SupervisedActor):
             self._metrics.forgotten.labels(kind=m.kind).inc()
             log.info("memory_forgotten", kind=m.kind, item_id=m.item_id)
         return found
+
+    def _housekeeping(self, m: PruneStep | Vacuum) -> None:
+        """One retention step (at most a batch of rows) or incremental vacuum, answered."""
+        try:
+            with db.immediate(self.conn):
+                if isinstance(m, PruneStep):
+                    done = retention.prune(self.conn, m.kind, m.before, m.batch)
+                else:
+                    done = retention.incremental_vacuum(self.conn, m.pages)
+        except Exception as e:  # nothing deleted; the Housekeeper counts it and goes on
+            log.error("housekeeping_failed", step=type(m).__name__,
+                      kind=getattr(m, "kind", None), error=repr(e))
+            failed: Pruned | Vacuumed = (Pruned(m.kind, 0, m.batch, repr(e))
+                                         if isinstance(m, PruneStep) else Vacuumed(0, repr(e)))
+            self._directory.tell(m.reply_to, failed)
+            return
+        self._directory.tell(m.reply_to, Pruned(m.kind, done, m.batch)
+                             if isinstance(m, PruneStep) else Vacuumed(done))
 
     def _close_open_exchange(self, channel: str) -> None:
         exchange = queries.open_exchange(self.conn, channel)

@@ -149,6 +149,13 @@ class Attention:
             return "deferred", "quiet_hours"
         return "sent", None
 
+    def retune(self, span: tuple[int, int] | None, *, daily_cap: int) -> None:
+        """New quiet hours (in the same zone) and cap (a config reload), for the next
+        decision. The Dmn's wake-up for the end of a quiet period already under way stays."""
+        with self._lock:
+            self.quiet = QuietHours(span, self.quiet.zone)
+            self.daily_cap = daily_cap
+
     def used(self) -> int:
         with self._lock:
             self._expire(self._clock.time())

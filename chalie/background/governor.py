@@ -58,6 +58,18 @@ class Governor:
             metrics.budget_paused.labels(path=path).set(int(path in self._paused))
             metrics.budget_pauses.labels(path=path)  # at 0 from the start, not from a pause
 
+    def set_budgets(self, budgets: Mapping[str, int]) -> None:
+        """New tokens per rolling day (a config reload); what was spent still counts. A path
+        set to 0 is paused at once; one given room is resumed by its next `has_room`."""
+        with self._lock:
+            self._budgets = {p: int(budgets[p]) for p in GOVERNED}
+            off = {p for p in GOVERNED if self._budgets[p] == 0}
+            self._paused |= off
+        for path in GOVERNED:
+            self._metrics.budget_tokens.labels(path=path).set(self._budgets[path])
+            if path in off:
+                self._metrics.budget_paused.labels(path=path).set(1)
+
     def budget(self, path: str) -> int | None:
         """The path's tokens per day; None for a path that is not governed (the user's)."""
         return self._budgets.get(path)

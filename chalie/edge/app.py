@@ -6,7 +6,7 @@ import tornado.web
 
 from chalie.edge.context import EdgeContext
 from chalie.edge.pages import CardHandler, PageHandler, SessionHandler, StaticHandler
-from chalie.edge.rest_auth import LoginHandler
+from chalie.edge.rest_auth import LoginHandler, LogoutHandler
 from chalie.edge.rest_background import ProactiveHandler, SpendingHandler
 from chalie.edge.rest_gateway import GatewayRenderHandler
 from chalie.edge.rest_goals import GoalHandler, GoalsHandler
@@ -53,6 +53,7 @@ def make_app(ctx: EdgeContext) -> tornado.web.Application:
             (r"/health", HealthHandler, args),
             (r"/metrics", MetricsHandler, args),
             (r"/auth/login", LoginHandler, args),
+            (r"/auth/logout", LogoutHandler, args),
             (r"/ws", ChatSocket, args),
             (r"/api/memory/knowledge", KnowledgeHandler, args),
             (r"/api/memory/episodes", EpisodesHandler, args),

@@ -1,8 +1,12 @@
 """Password and login sessions.
 
 The password is `auth.password` when set; otherwise one is made at first start, printed once,
-and only its scrypt hash is kept (table auth_password). A login gives a random session token in
-an HttpOnly cookie; the store keeps only the token's SHA-256.
+and only its scrypt hash is kept (table auth_password; `chalie passwd` replaces it). A login gives
+a random session token in an HttpOnly cookie; the store keeps only the token's SHA-256.
+
+A session lasts `auth.session_days` from its login. Once its token is `auth.rotate_days` old it
+is replaced by a new one (chalie/edge/session_cookie.py) that keeps the login's expiry; the old
+token then works for `ROTATE_GRACE_S` more, for requests already on their way.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import hmac
 import secrets
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import apsw
 
@@ -21,6 +26,8 @@ from chalie.clock import Clock
 from chalie.store import db
 
 COOKIE = "chalie_session"
+ROTATE_GRACE_S = 60.0  # a rotated token's remaining life
+MIN_PASSWORD_CHARS = 8  # for `chalie passwd`; a configured auth.password is the person's call
 _N, _R, _P = 2**14, 8, 1
 
 
@@ -60,8 +67,36 @@ def ensure_password(conn: apsw.Connection, configured: str, clock: Clock) -> str
     return password
 
 
+def set_password(conn: apsw.Connection, password: str, clock: Clock) -> int:
+    """Store `password`'s hash and end every login session, in one transaction; returns how
+    many sessions ended. Safe while the server runs: it reads sessions from the store."""
+    with db.immediate(conn):
+        conn.execute(
+            "INSERT INTO auth_password (id, password_hash, created_at) VALUES (1, ?, ?) "
+            "ON CONFLICT (id) DO UPDATE SET password_hash = excluded.password_hash, "
+            "created_at = excluded.created_at",
+            (hash_password(password), clock.time()),
+        )
+        conn.execute("DELETE FROM auth_sessions")
+        return conn.changes()
+
+
 def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class SessionState:
+    """A live login session: when its token was made and when the session ends."""
+
+    created_at: float
+    expires_at: float
+
+    def due_for_rotation(self, now: float, rotate_days: float) -> bool:
+        """Old enough to be replaced, and not already replaced (a replaced token has at most
+        ROTATE_GRACE_S left, as has a session about to end, which is not worth replacing)."""
+        return (now - self.created_at >= rotate_days * 86400
+                and self.expires_at - now > ROTATE_GRACE_S)
 
 
 class Authenticator:
@@ -81,13 +116,20 @@ class Authenticator:
         ).fetchone()
         return row is not None and verify_password(password, str(row[0]))
 
-    def session_ok(self, token: str | None) -> bool:
+    def session(self, token: str | None) -> SessionState | None:
+        """The token's session while it lasts; None for a missing, unknown or expired one."""
         if not token:
-            return False
+            return None
         row = self._read().execute(
-            "SELECT expires_at FROM auth_sessions WHERE token_hash = ?", (token_hash(token),)
+            "SELECT created_at, expires_at FROM auth_sessions WHERE token_hash = ?",
+            (token_hash(token),),
         ).fetchone()
-        return row is not None and float(row[0]) > self._clock.time()
+        if row is None or float(row[1]) <= self._clock.time():
+            return None
+        return SessionState(float(row[0]), float(row[1]))
+
+    def session_ok(self, token: str | None) -> bool:
+        return self.session(token) is not None
 
     @staticmethod
     def new_token() -> str:

@@ -14,6 +14,7 @@ from chalie.clock import Clock
 from chalie.config import Config
 from chalie.edge.auth import Authenticator, LoginThrottle
 from chalie.edge.hub import SocketHub
+from chalie.edge.ratelimit import RestRateLimit
 from chalie.memory.recall import Recall
 from chalie.metrics import Metrics
 from chalie.world.signals import SignalGate, WorldBoard
@@ -27,8 +28,10 @@ if TYPE_CHECKING:
     from chalie.tools.catalog import ToolCatalog
 
 
-@dataclass(frozen=True)
+@dataclass
 class EdgeContext:
+    # The config in effect: Server.reload (SIGHUP) swaps it on the IOLoop, so a handler that
+    # reads ctx.config gets the new values from the next request on. The rest is set once.
     config: Config
     clock: Clock
     auth: Authenticator
@@ -49,3 +52,5 @@ class EdgeContext:
     governor: Governor | None = None  # the background paths' budgets (GET /api/spending)
     default_zone: str = "UTC"  # a cron schedule's zone when none is given
     models: Models | None = None  # each job's provider and its last state (GET /health)
+    pair_throttle: LoginThrottle | None = None  # wrong pairing keys per address (IOLoop only)
+    rest_limit: RestRateLimit | None = None  # server.rest_rate_per_min (IOLoop only)

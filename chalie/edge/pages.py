@@ -23,9 +23,9 @@ import tornado.ioloop
 import tornado.web
 
 from chalie.config import CHANNEL_RE
-from chalie.edge.auth import COOKIE
 from chalie.edge.context import EdgeContext
 from chalie.edge.rest_base import AuthedHandler
+from chalie.edge.session_cookie import logged_in
 
 STATIC = Path(__file__).parent / "static"
 # The login page and what it loads: everything else needs the cookie.
@@ -52,10 +52,9 @@ def secure_headers(handler: tornado.web.RequestHandler, csp: str = PAGE_CSP) -> 
 
 
 async def _logged_in(handler: tornado.web.RequestHandler, ctx: EdgeContext) -> bool:
-    """Whether the request's login cookie is good (checked off the IOLoop: it reads the store)."""
-    token = handler.get_cookie(COOKIE)
-    loop = tornado.ioloop.IOLoop.current()
-    return bool(await loop.run_in_executor(None, ctx.auth.session_ok, token))
+    """Whether the request's login cookie is good (checked off the IOLoop: it reads the store);
+    a cookie due for rotation is replaced on the way."""
+    return await logged_in(handler, ctx)
 
 
 def _unauthorized(handler: tornado.web.RequestHandler) -> None:

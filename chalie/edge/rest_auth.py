@@ -1,15 +1,18 @@
-"""POST /auth/login: password in, session cookie out."""
+"""POST /auth/login: password in, session cookie out. POST /auth/logout: that session ends."""
 
 from __future__ import annotations
+
+from typing import Literal
 
 import msgspec
 import structlog
 import tornado.ioloop
 import tornado.web
 
-from chalie.actors.messages import CreateAuthSession
-from chalie.edge.auth import COOKIE, Authenticator, token_hash
+from chalie.actors.messages import CreateAuthSession, EndAuthSession
+from chalie.edge.auth import COOKIE, Authenticator, LoginThrottle, token_hash
 from chalie.edge.rest_base import JsonHandler
+from chalie.edge.session_cookie import clear_session_cookie, set_session_cookie
 
 log = structlog.get_logger("chalie.edge")
 
@@ -18,19 +21,31 @@ class LoginBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     password: str
 
 
+_TRIED = {"login": "passwords", "pairing": "pairing keys"}
+
+
+def locked_out(handler: JsonHandler, throttle: LoginThrottle, remote: str,
+               what: Literal["login", "pairing"]) -> bool:
+    """Answer 429 with Retry-After when `remote` is locked out of `what`; whether it was.
+    Written here, not raised: send_error would clear the Retry-After header."""
+    wait = throttle.retry_after(remote)
+    if wait is None:
+        return False
+    handler.ctx.metrics.auth_locked_out.labels(what=what).inc()
+    handler.set_status(429)
+    handler.set_header("Retry-After", str(max(1, round(wait))))
+    handler.write_json({
+        "error": f"too many wrong {_TRIED[what]} from {remote}; try again in {wait:.0f}s",
+        "status": 429,
+    })
+    return True
+
+
 class LoginHandler(JsonHandler):
     async def post(self) -> None:
         body = self.decode_body(LoginBody)
         remote = self.request.remote_ip or "unknown"
-        wait = self.ctx.throttle.retry_after(remote)
-        if wait is not None:
-            # Written here, not raised: send_error would clear the Retry-After header.
-            self.set_status(429)
-            self.set_header("Retry-After", str(max(1, round(wait))))
-            self.write_json({
-                "error": f"too many wrong passwords from {remote}; try again in {wait:.0f}s",
-                "status": 429,
-            })
+        if locked_out(self, self.ctx.throttle, remote, "login"):
             return
         loop = tornado.ioloop.IOLoop.current()
         ok = await loop.run_in_executor(None, self.ctx.auth.password_ok, body.password)
@@ -41,14 +56,25 @@ class LoginHandler(JsonHandler):
         self.ctx.throttle.succeeded(remote)
         token = Authenticator.new_token()
         now = self.ctx.clock.time()
-        days = self.ctx.config.auth.session_days
-        message = CreateAuthSession(token_hash(token), now, now + days * 86400)
+        lifetime_s = self.ctx.config.auth.session_days * 86400
+        message = CreateAuthSession(token_hash(token), now, now + lifetime_s)
         writer = self.ctx.directory.get("store_writer")
         if writer is None:
             raise tornado.web.HTTPError(503, reason="store is restarting")
         await loop.run_in_executor(None, lambda: writer.ask(message, timeout=10))
-        self.set_cookie(
-            COOKIE, token, httponly=True, samesite="Strict", path="/", expires_days=days,
-            secure=self.ctx.config.auth.secure_cookie,
-        )
+        set_session_cookie(self, self.ctx, token, lifetime_s=lifetime_s)
+        self.write_json({"ok": True})
+
+
+class LogoutHandler(JsonHandler):
+    """POST /auth/logout: ends the session of the cookie sent and clears the cookie; 200 with
+    no cookie or a dead one too (there is nothing left to end)."""
+
+    async def post(self) -> None:
+        token = self.get_cookie(COOKIE)
+        if token:
+            ended = await self.ask("store_writer", EndAuthSession(token_hash(token)))
+            if ended:
+                log.info("logged_out", remote=self.request.remote_ip)
+        clear_session_cookie(self, self.ctx)
         self.write_json({"ok": True})

@@ -4,21 +4,31 @@
 error that quotes what the client sent may not be). `AuthedHandler` refuses requests without
 a login cookie; `QueryParams` reads query parameters strictly: an unknown or repeated
 parameter, or a value out of range, is a 400 that says what the endpoint accepts.
+
+Before any handler runs, `JsonHandler.prepare` refuses, in this order: a body larger than the
+endpoint takes (413, server.max_body_bytes); a request that changes something, carries no
+interface token and comes from another site's page (403: its Origin, or its Referer when it
+has no Origin, is not this server; a request with neither, as curl sends, passes); and, on
+/api/ and /gw/, a credential past server.rest_rate_per_min (429 with Retry-After).
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import msgspec
 import pykka
 import tornado.web
 from tornado.ioloop import IOLoop
 
-from chalie.edge.auth import COOKIE
+from chalie.config import Config
+from chalie.edge.auth import COOKIE, token_hash
 from chalie.edge.context import EdgeContext
+from chalie.edge.session_cookie import logged_in
 
 T = TypeVar("T")
 _AT = re.compile(r" - at `\$\.?([^`]*)`")
@@ -27,14 +37,25 @@ ASK_TIMEOUT_S = 10.0  # an actor that does not answer a request within this is r
 MAX_SQL_INT = 2**63 - 1
 _DIGITS = re.compile(r"[0-9]+")
 _TRUE, _FALSE = ("1", "true"), ("0", "false")
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})  # never checked for their origin
+RATE_LIMITED = ("/api/", "/gw/")  # paths under server.rest_rate_per_min
+BODY_SLACK = 128 * 1024  # over the largest limit: a multipart form's boundaries and headers
+MAX_ERROR_CHARS = 300  # of a decoder's message, which may quote a client's field name
+
+
+def largest_body(config: Config) -> int:
+    """The largest body any endpoint takes: Tornado drops the connection past it unread."""
+    return max(config.server.max_body_bytes, config.images.max_bytes) + BODY_SLACK
 
 
 class ApiError(tornado.web.HTTPError):
-    """An error answered as `{"error": message, "status": status}`."""
+    """An error answered as `{"error": message, "status": status}`, with `headers` set."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, *,
+                 headers: Mapping[str, str] | None = None) -> None:
         super().__init__(status)
         self.message = message
+        self.headers = dict(headers or {})
 
 
 class JsonHandler(tornado.web.RequestHandler):
@@ -44,17 +65,27 @@ class JsonHandler(tornado.web.RequestHandler):
     def set_default_headers(self) -> None:
         self.set_header("Content-Type", "application/json")
 
+    async def prepare(self) -> None:
+        """Refuse an oversize body, a cross-site change or a client past the REST rate."""
+        self._check_size()
+        self._check_origin()
+        self._check_rate()
+
+    def body_limit(self) -> tuple[int, str]:
+        """(the largest body this endpoint takes, the config key that sets it)."""
+        return self.ctx.config.server.max_body_bytes, "server.max_body_bytes"
+
     def decode_body(self, kind: type[T]) -> T:
+        """The body as `kind` (a Struct that forbids unknown fields); a 400 naming the field."""
         try:
             return msgspec.json.decode(self.request.body, type=kind)
         except msgspec.ValidationError as e:
             found = _AT.search(str(e))
             field = found.group(1) if found else ""
-            raise tornado.web.HTTPError(
-                400, reason=f"{field or 'body'}: {_AT.sub('', str(e))}"
-            ) from None
+            message = f"{field or 'body'}: {_AT.sub('', str(e))}"
+            raise ApiError(400, _cut(message)) from None
         except msgspec.DecodeError as e:
-            raise tornado.web.HTTPError(400, reason=f"body is not valid JSON: {e}") from None
+            raise ApiError(400, _cut(f"body is not valid JSON: {e}")) from None
 
     def query_params(self, *known: str) -> QueryParams:
         """This request's query parameters; a 400 for any not in `known`."""
@@ -94,17 +125,95 @@ class JsonHandler(tornado.web.RequestHandler):
         exc_info = kwargs.get("exc_info")
         if exc_info is not None and isinstance(exc_info[1], ApiError):
             error = exc_info[1].message
+            for name, value in exc_info[1].headers.items():
+                self.set_header(name, value)
         self.set_header("Content-Type", "application/json")
         self.finish(msgspec.json.encode({"error": error, "status": status_code}))
+
+    def _refuse(self, status: int, reason: str, message: str,
+                headers: Mapping[str, str] | None = None) -> ApiError:
+        self.ctx.metrics.rest_refused.labels(reason=reason).inc()
+        return ApiError(status, message, headers=headers)
+
+    def _check_size(self) -> None:
+        allowed, key = self.body_limit()
+        declared = self.request.headers.get("Content-Length", "")
+        size = max(int(declared) if declared.isdigit() else 0, len(self.request.body))
+        if size > allowed:
+            raise self._refuse(413, "too_large", f"the body is {size} bytes; this endpoint "
+                                                 f"takes at most {allowed} ({key})")
+
+    def _check_origin(self) -> None:
+        """A change made with the login cookie must come from this server's own pages. An
+        interface's bearer token is not sent by browsers on their own, so it is not checked."""
+        if self.request.method in SAFE_METHODS or self.bearer_token() is not None:
+            return
+        header, origin = "Origin", self.request.headers.get("Origin")
+        if origin is None:
+            referer = self.request.headers.get("Referer")
+            if referer is None:
+                return  # not a browser (browsers send Origin on every cross-site POST)
+            header, origin = "Referer", referer
+        if not same_origin(origin, self.request.host):
+            raise self._refuse(403, "cross_site", f"cross-site request refused: {header} "
+                                                  f"{shown(origin)} is not this server")
+
+    def _check_rate(self) -> None:
+        limit = self.ctx.rest_limit
+        if limit is None or not self.request.path.startswith(RATE_LIMITED):
+            return
+        rate = self.ctx.config.server.rest_rate_per_min
+        wait = limit.take(self._rate_key(), rate)
+        if wait is not None:
+            seconds = max(1, math.ceil(wait))
+            raise self._refuse(
+                429, "rate_limited", f"too many requests: server.rest_rate_per_min allows "
+                                     f"{rate} a minute; try again in {seconds}s",
+                headers={"Retry-After": str(seconds)})
+
+    def _rate_key(self) -> str:
+        """The credential a request is counted against: its interface token, else its login
+        cookie (each hashed: no secret is kept), else its client address."""
+        bearer = self.bearer_token()
+        if bearer is not None:
+            return "bearer:" + token_hash(bearer)
+        cookie = self.get_cookie(COOKIE)
+        if cookie:
+            return "cookie:" + token_hash(cookie)
+        return "address:" + (self.request.remote_ip or "unknown")
 
 
 class AuthedHandler(JsonHandler):
     """A JSON endpoint for the logged-in person only: 401 without a valid session cookie."""
 
     async def prepare(self) -> None:
-        token = self.get_cookie(COOKIE)
-        if not await self.off_loop(lambda: self.ctx.auth.session_ok(token)):
+        await super().prepare()
+        if not await logged_in(self, self.ctx):  # replaces a cookie due for rotation
             raise ApiError(401, "not logged in: POST /auth/login first")
+
+
+def same_origin(origin: str, host: str) -> bool:
+    """Whether `origin` (an Origin or Referer header) names `host` (the request's Host), over
+    http or https: behind a TLS proxy the browser's scheme is not the one the server sees."""
+    try:
+        parts = urlsplit(origin.strip())
+    except ValueError:
+        return False
+    if parts.scheme.lower() not in ("http", "https") or not parts.netloc:
+        return False
+    return _without_default_port(parts.netloc.rpartition("@")[2]) == _without_default_port(host)
+
+
+def _without_default_port(netloc: str) -> str:
+    netloc = netloc.lower()
+    for default in (":80", ":443"):
+        if netloc.endswith(default):
+            return netloc[: -len(default)]
+    return netloc
+
+
+def _cut(message: str) -> str:
+    return message if len(message) <= MAX_ERROR_CHARS else message[:MAX_ERROR_CHARS] + "..."
 
 
 def shown(value: str) -> str:

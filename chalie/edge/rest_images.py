@@ -19,6 +19,9 @@ from chalie.store.image_rows import load, sniff
 
 
 class ImagesHandler(AuthedHandler):
+    def body_limit(self) -> tuple[int, str]:
+        return self.ctx.config.images.max_bytes + _FORM_SLACK, "images.max_bytes"
+
     async def prepare(self) -> None:
         await super().prepare()
         limit = self.ctx.config.images.max_bytes

@@ -26,6 +26,7 @@ from chalie.actors.messages import (
     PairInterface,
     UpdateCapabilities,
 )
+from chalie.edge.rest_auth import locked_out
 from chalie.edge.rest_base import ApiError, AuthedHandler, JsonHandler, shown
 from chalie.interfaces.board import InterfaceState, provider_key, token_hash
 from chalie.interfaces.capabilities import encode_capabilities
@@ -63,15 +64,23 @@ class PairingKeyHandler(AuthedHandler):
 
 
 class PairHandler(JsonHandler):
-    """POST /api/interfaces/pair: authenticated by the pairing key in the body."""
+    """POST /api/interfaces/pair: authenticated by the pairing key in the body. An address that
+    offers too many wrong keys is refused (429) for a while, right key or not."""
 
     async def post(self) -> None:
         body = self.decode_body(PairBody)
+        remote = self.request.remote_ip or "unknown"
+        throttle = self.ctx.pair_throttle
+        if throttle is not None and locked_out(self, throttle, remote, "pairing"):
+            return
         name, host, signals = _checked(body)
         key_hash = token_hash(body.pairing_key)
         now = self.ctx.clock.time()
         if not await self.off_loop(
                 lambda: interface_rows.pairing_key_usable(self.ctx.read(), key_hash, now)):
+            if throttle is not None:
+                throttle.failed(remote)
+            log.warning("pairing_refused", remote=remote)
             raise ApiError(401, "pairing_key: unknown, already used or expired; make a new "
                                 "one with POST /api/interfaces/pairing-key")
         client = self._client()

@@ -1,13 +1,15 @@
-"""GET /health (no auth) and GET /metrics (Prometheus text format)."""
+"""GET /health (no auth) and GET /metrics (Prometheus text format; with server.metrics_token
+set, only for `Authorization: Bearer <metrics_token>`)."""
 
 from __future__ import annotations
 
+import hmac
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from chalie import __version__
-from chalie.edge.rest_base import JsonHandler
+from chalie.edge.rest_base import ApiError, JsonHandler
 
 
 class HealthHandler(JsonHandler):
@@ -28,6 +30,13 @@ class HealthHandler(JsonHandler):
 
 class MetricsHandler(JsonHandler):
     def get(self) -> None:
+        expected = self.ctx.config.server.metrics_token  # read each time: SIGHUP may change it
+        if expected:
+            sent = self.bearer_token() or ""
+            if not sent:
+                raise ApiError(401, "send Authorization: Bearer <server.metrics_token>")
+            if not hmac.compare_digest(sent.encode(), expected.encode()):
+                raise ApiError(401, "the bearer token is not server.metrics_token")
         self.ctx.metrics.ws_connections.set(self.ctx.hub.count())
         self.set_header("Content-Type", CONTENT_TYPE_LATEST)
         self.write(generate_latest(self.ctx.metrics.registry))

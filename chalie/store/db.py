@@ -17,6 +17,7 @@ import apsw
 import sqlite_vec
 
 from chalie.errors import StoreError
+from chalie.store import retention
 
 DB_FILE = "chalie.db"
 
@@ -72,22 +73,37 @@ def latest_version() -> int:
     return _migrations()[-1][0]
 
 
-def migrate(conn: apsw.Connection) -> int:
-    """Apply the migrations the database has not seen; returns the resulting version."""
+def schema_version(conn: apsw.Connection) -> int:
+    """The store's schema version; StoreError when it is newer than this code understands (a
+    newer Chalie wrote it), before anything is written to it."""
+    (version,) = conn.execute("PRAGMA user_version").fetchone()  # type: ignore[misc]
+    latest = latest_version()
+    if int(version) > latest:
+        raise StoreError(
+            f"{conn.filename} has schema version {version}, newer than this Chalie understands "
+            f"({latest}): it was written by a newer Chalie; run that version, or restore a "
+            "backup made by this one")
+    return int(version)
+
+
+def migrate(conn: apsw.Connection, upto: int | None = None) -> int:
+    """Apply the migrations the database has not seen (those numbered up to `upto`, when
+    given); returns the resulting version."""
     from chalie.memory.keys import normalise_key  # noqa: PLC0415  (pure; only migrations use it)
+
+    version = schema_version(conn)
 
     def chalie_key(*values: apsw.SQLiteValue) -> apsw.SQLiteValue:
         (value,) = values
         return normalise_key(value) if isinstance(value, str) else value
 
     conn.create_scalar_function("chalie_key", chalie_key, 1, deterministic=True)
-    (version,) = conn.execute("PRAGMA user_version").fetchone()  # type: ignore[misc]
     # As SQLite advises for migrations that rebuild a table: foreign keys off (it cannot be
     # changed inside a transaction), then checked before each migration commits.
     conn.execute("PRAGMA foreign_keys = OFF")
     try:
         for number, name, sql in _migrations():
-            if number <= version:
+            if number <= version or (upto is not None and number > upto):
                 continue
             try:
                 with conn:
@@ -113,6 +129,13 @@ def open_writer(data_dir: str | Path, *, busy_timeout_ms: int, synchronous: str)
     except OSError as e:
         raise StoreError(f"cannot create data directory {directory}: {e}") from e
     conn = connect(db_path(directory), busy_timeout_ms=busy_timeout_ms, synchronous=synchronous)
+    try:
+        schema_version(conn)  # a newer Chalie's store is refused before anything writes to it
+        # Before the first table of a new store; an older store is converted once (VACUUM).
+        retention.ensure_incremental(conn, db_path(directory))
+    except StoreError:
+        conn.close()
+        raise
     migrate(conn)
     return conn
 

@@ -116,6 +116,13 @@ class ToolCatalog:
             self._current = self._build()
             return True
 
+    def set_rules(self, *, confirm: Iterable[str], block: Iterable[str]) -> None:
+        """New `tools.confirm` and `tools.block` (a config reload), for calls from now on."""
+        with self._lock:
+            self._confirm = tuple(confirm)
+            self._block = tuple(block)
+            self._current = self._build()
+
     def remove_provider(self, key: str) -> None:
         with self._lock:
             if self._providers.pop(key, None) is not None:

@@ -10,7 +10,10 @@ The client is one asyncio event loop (tornado.websocket), not a thread per socke
 runs in a child process so that its threads do not share the client's GIL. Reported: connect
 and turn errors, client turn time (send -> `done`), the server's response_time_s and time
 outside the LLM from its `turn_finished` and `turn_stored` log lines, throughput, and the
-server's peak RSS (VmHWM) and thread count.
+server's peak RSS (VmHWM) and thread count. The server runs with server.session_idle_s set to
+--idle-s (2 s): after the run the bench waits for every Session to stop (the chalie_sessions
+gauge at 0) and reports the threads left (`server_threads_after_idle`, from /proc) beside the
+peak: one thread per idle session should be gone.
 
     .venv/bin/python scripts/bench/concurrency.py [--sessions 1000] [--turns-per-session 3]
 """
@@ -31,11 +34,14 @@ from pathlib import Path
 from typing import Any
 
 import _common
+import httpx
 from _common import emit, log_problems, progress, summary, turn_events
 from tornado.httpclient import HTTPRequest
 from tornado.websocket import WebSocketClientConnection, websocket_connect
 
 from tests.integration.harness import ServerProcess, StubLlm, wait_for
+
+IDLE_GRACE_S = 30.0  # beyond --idle-s, how long the bench waits for the Sessions to stop
 
 _common.quiet_logging()
 
@@ -235,23 +241,56 @@ def parse_args() -> argparse.Namespace:
                         help="act.workers of the server (default: the config default)")
     parser.add_argument("--synchronous", choices=("FULL", "NORMAL", "OFF"), default=None,
                         help="store.synchronous of the server (default: the config default)")
+    parser.add_argument("--idle-s", type=float, default=2.0,
+                        help="server.session_idle_s: idle Sessions stop after it (2)")
     return parser.parse_args()
+
+
+def sessions_running(server: ServerProcess) -> float | None:
+    """The chalie_sessions gauge from GET /metrics; None when it cannot be read."""
+    try:
+        text = httpx.get(f"{server.url}/metrics", timeout=10).text
+    except httpx.HTTPError:
+        return None
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name == "chalie_sessions":
+            return float(value)
+    return None
+
+
+def after_idle(server: ServerProcess, idle_s: float) -> dict[str, Any]:
+    """Wait until every Session has stopped (at most idle_s + IDLE_GRACE_S), then the
+    server's threads and RSS."""
+    assert server.proc is not None
+    pid = server.proc.pid
+    t0 = time.monotonic()
+    try:
+        wait_for(lambda: sessions_running(server) == 0, idle_s + IDLE_GRACE_S)
+    except AssertionError:
+        progress("some Sessions did not stop within the idle timeout and grace")
+    return {"waited_s": round(time.monotonic() - t0, 2),
+            "sessions": sessions_running(server),
+            "threads": _common.thread_count(pid), "rss_mib": _common.rss_mib(pid)}
 
 
 def main() -> int:
     args = parse_args()
     stub = StubInChild()
     workdir = Path(tempfile.mkdtemp(prefix="chalie-bench-concurrency-"))
-    sections: dict[str, dict[str, Any]] = {"log": {"level": "info"}}
+    sections: dict[str, dict[str, Any]] = {"log": {"level": "info"},
+                                           "server": {"session_idle_s": args.idle_s}}
     if args.workers is not None:
         sections["act"] = {"workers": args.workers}
     if args.synchronous is not None:
         sections["store"] = {"synchronous": args.synchronous}
-    server = ServerProcess(workdir, stub, **sections)
+    # A StubInChild stands in for the StubLlm (only its base_url is read).
+    server = ServerProcess(workdir, stub, **sections)  # type: ignore[arg-type]
     bench: Bench | None = None
     events: list[dict[str, Any]] = []
     peak_rss = None
     code = None
+    idle: dict[str, Any] = {}
     try:
         server.start()
         bench = Bench(server, server.login(), args)
@@ -263,6 +302,8 @@ def main() -> int:
             progress("some turn log lines never arrived; reporting those found")
         assert server.proc is not None
         peak_rss = _common.peak_rss_mib(server.proc.pid)
+        progress(f"waiting for the Sessions to stop (session_idle_s {args.idle_s:g})")
+        idle = after_idle(server, args.idle_s)
         events = server.log_events()
     finally:
         if server.proc is not None:
@@ -283,6 +324,7 @@ def main() -> int:
          "think_s": args.think_s, "connect_concurrency": args.connect_concurrency,
          "act_workers": args.workers or "default (16)",
          "store_synchronous": args.synchronous or "default (FULL)",
+         "session_idle_s": args.idle_s,
          "client": "one asyncio loop, tornado.websocket", "llm": "stub in a child process"},
         sockets_open=tally.connected,
         turns_expected=expected,
@@ -306,6 +348,10 @@ def main() -> int:
         server_store_wait_s=summary(_common.store_waits(events, tally.turn_ids), 4),
         server_peak_rss_mib=peak_rss,
         server_peak_threads=peaks.get("threads"),
+        server_threads_after_idle=idle.get("threads"),
+        server_rss_mib_after_idle=idle.get("rss_mib"),
+        sessions_after_idle=idle.get("sessions"),
+        idle_wait_s=idle.get("waited_s"),
         pongs_sent=tally.pongs,
         server_log=log_problems(events),
         server_exit_code=code,

@@ -148,8 +148,10 @@ def main() -> int:
               "endpoint": ENDPOINT}
     stub = StubLlm()
     workdir = Path(tempfile.mkdtemp(prefix="chalie-bench-signals-"))
+    # Neither signals' nor REST's rate limit binds: this measures throughput.
     server = ServerProcess(workdir, stub, log={"level": "info"},
-                           signals={"rate_per_min": 1_000_000_000})
+                           signals={"rate_per_min": 1_000_000_000},
+                           server={"rest_rate_per_min": 0})
     alone, loaded = Turns(), Turns()
     stubs: list[StubInterface] = []
     try:

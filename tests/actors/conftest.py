@@ -493,6 +493,7 @@ def start_tree(make_config: Any, clock: WatchedClock) -> Iterator[Callable[..., 
         governor: dict[str, Any] | None = None,
         paths_pool: Executor | None = None,
         cognition: dict[str, Any] | None = None,
+        session_idle_s: float = 0.0,
     ) -> Tree:
         """`confirm`/`block` are the registry's tools.confirm/tools.block; `pool` replaces the
         worker pool (`threaded` picks a real one of 4 threads, otherwise jobs run inline).
@@ -552,6 +553,7 @@ def start_tree(make_config: Any, clock: WatchedClock) -> Iterator[Callable[..., 
             ),
             world=world,
             cognition=config.cognition if cognition is not None else None,
+            idle_s=session_idle_s,  # 0: Sessions never stop when idle (no extra timers)
         )
         encoder_deps = EncoderDeps(
             provider=provider, prompts=deps.prompts, embedder=embedder, space_id=space_id,

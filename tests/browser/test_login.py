@@ -78,3 +78,24 @@ def test_pages_carry_the_csp_and_need_the_cookie(server: ServerProcess) -> None:
             assert stranger.get(f"/static/{name}").status_code == 200, name
         for sneaky in ("/static/%2e%2e/app.py", "/static/..%2fapp.py", "/static/nope.js"):
             assert person.get(sneaky).status_code in (400, 403, 404), sneaky
+
+
+def test_log_out_button_ends_the_session_and_opens_the_login_page(
+    browser: WebDriver, server: ServerProcess
+) -> None:
+    """The header's "Log out" ends this browser's session: the login page opens, the old
+    cookie is refused, and the brain page asks for the password again."""
+    browser.get(server.url + "/login")
+    visible(browser, "#password").send_keys(server.password, Keys.ENTER)
+    until(browser, lambda d: path_of(d) == "/", "the chat page")
+    connected(browser)
+    cookie = browser.get_cookie("chalie_session")
+    assert cookie is not None
+
+    browser.find_element(By.CSS_SELECTOR, "header button#logout").click()
+
+    until(browser, lambda d: path_of(d) == "/login", "the login page after logging out")
+    refused = httpx.get(f"{server.url}/auth/session", cookies={"chalie_session": cookie["value"]})
+    assert refused.status_code == 401
+    browser.get(server.url + "/brain")
+    until(browser, lambda d: path_of(d) == "/login", "the login page instead of the brain")

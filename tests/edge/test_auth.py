@@ -3,21 +3,26 @@
 from __future__ import annotations
 
 import hashlib
+import io
 from pathlib import Path
 
 import apsw
 import pytest
 
+from chalie.cli_auth import PASSWORD_ENV, PasswordRefused, configured_in, read_new_password
 from chalie.clock import ManualClock
 from chalie.edge.auth import (
+    ROTATE_GRACE_S,
     Authenticator,
     LoginThrottle,
+    SessionState,
     ensure_password,
     hash_password,
+    set_password,
     token_hash,
     verify_password,
 )
-from chalie.store import db
+from chalie.store import auth_rows, db
 
 
 @pytest.fixture
@@ -137,3 +142,125 @@ def test_a_successful_login_clears_an_address_and_memory_is_bounded() -> None:
     for address in ("a", "b", "c"):
         throttle.failed(address)
     assert [throttle.retry_after(x) for x in ("a", "b", "c")] == [None, 60, 60]
+
+
+DAY = 86400.0
+
+
+def login(conn: apsw.Connection, token: str, created_at: float, days: float = 30) -> None:
+    with db.immediate(conn):
+        auth_rows.create_session(conn, token_hash(token), created_at=created_at,
+                                 expires_at=created_at + days * DAY)
+
+
+def test_a_session_reports_when_it_was_made_and_when_it_ends(
+    conn: apsw.Connection, clock: ManualClock,
+) -> None:
+    """A live token's session carries its creation and expiry; an expired one is None."""
+    now = clock.time()
+    login(conn, "tok", now, days=1)
+    auth = Authenticator(configured="", read=lambda: conn, clock=clock)
+    assert auth.session("tok") == SessionState(now, now + DAY)
+    clock.advance(DAY)
+    assert auth.session("tok") is None
+    assert auth.session_ok("tok") is False
+
+
+def test_a_session_is_due_for_rotation_once_its_token_is_rotate_days_old() -> None:
+    """Younger than rotate_days: kept; older: replaced, unless it has a minute or less left."""
+    state = SessionState(created_at=0.0, expires_at=30 * DAY)
+    assert state.due_for_rotation(DAY - 1, rotate_days=1) is False
+    assert state.due_for_rotation(DAY, rotate_days=1) is True
+    assert state.due_for_rotation(30 * DAY - ROTATE_GRACE_S, rotate_days=1) is False
+
+
+def test_rotation_keeps_the_login_expiry_and_gives_the_old_token_a_minute(
+    conn: apsw.Connection, clock: ManualClock,
+) -> None:
+    """The new token ends when the login would have; the old one works 60 s more, then not."""
+    created = clock.time()
+    login(conn, "old", created, days=30)
+    clock.advance(2 * DAY)
+    now = clock.time()
+    with db.immediate(conn):
+        expires = auth_rows.rotate_session(conn, token_hash("old"), token_hash("new"), now=now,
+                                           old_until=now + ROTATE_GRACE_S)
+    assert expires == created + 30 * DAY
+    auth = Authenticator(configured="", read=lambda: conn, clock=clock)
+    assert auth.session("new") == SessionState(now, created + 30 * DAY)
+    old = auth.session("old")
+    assert old == SessionState(created, now + ROTATE_GRACE_S)
+    assert not old.due_for_rotation(now, rotate_days=1)  # replaced already: not again
+    clock.advance(ROTATE_GRACE_S - 1)
+    assert auth.session_ok("old") is True
+    clock.advance(1)
+    assert auth.session_ok("old") is False
+    assert auth.session_ok("new") is True
+
+
+def test_an_old_token_is_rotated_once_however_many_requests_carry_it(
+    conn: apsw.Connection, clock: ManualClock,
+) -> None:
+    """A second rotation of the same old token writes nothing: one new session, not a pile."""
+    login(conn, "old", clock.time())
+    clock.advance(2 * DAY)
+    now = clock.time()
+    with db.immediate(conn):
+        first = auth_rows.rotate_session(conn, token_hash("old"), token_hash("a"), now=now,
+                                         old_until=now + ROTATE_GRACE_S)
+    clock.advance(0.5)
+    now = clock.time()
+    with db.immediate(conn):
+        second = auth_rows.rotate_session(conn, token_hash("old"), token_hash("b"), now=now,
+                                          old_until=now + ROTATE_GRACE_S)
+        gone = auth_rows.rotate_session(conn, token_hash("nobody"), token_hash("c"), now=now,
+                                        old_until=now + ROTATE_GRACE_S)
+    assert first is not None
+    assert (second, gone) == (None, None)
+    assert conn.execute("SELECT count(*) FROM auth_sessions").fetchall() == [(2,)]
+
+
+def test_logging_out_deletes_only_that_session(conn: apsw.Connection, clock: ManualClock) -> None:
+    """end_session removes the one row it names and says whether there was one."""
+    login(conn, "mine", clock.time())
+    login(conn, "other", clock.time())
+    with db.immediate(conn):
+        assert auth_rows.end_session(conn, token_hash("mine")) is True
+        assert auth_rows.end_session(conn, token_hash("mine")) is False
+    auth = Authenticator(configured="", read=lambda: conn, clock=clock)
+    assert (auth.session_ok("mine"), auth.session_ok("other")) == (False, True)
+
+
+def test_setting_the_password_replaces_it_and_ends_every_session(
+    conn: apsw.Connection, clock: ManualClock,
+) -> None:
+    """The new password logs in, the old one does not, and no session survives."""
+    ensure_password(conn, "", clock)
+    login(conn, "a", clock.time())
+    login(conn, "b", clock.time())
+    assert set_password(conn, "new password", clock) == 2
+    auth = Authenticator(configured="", read=lambda: conn, clock=clock)
+    assert auth.password_ok("new password") is True
+    assert (auth.session_ok("a"), auth.session_ok("b")) == (False, False)
+    assert conn.execute("SELECT count(*) FROM auth_password").fetchall() == [(1,)]
+
+
+class _Lines(io.StringIO):
+    def isatty(self) -> bool:
+        return False
+
+
+def test_passwd_reads_one_line_from_a_pipe_and_refuses_short_ones() -> None:
+    """Piped in: the first line, newline cut; empty or under 8 characters is refused."""
+    assert read_new_password(_Lines("long enough pw\nignored\n")) == "long enough pw"
+    with pytest.raises(PasswordRefused, match="no password given"):
+        read_new_password(_Lines(""))
+    with pytest.raises(PasswordRefused, match="at least 8 characters"):
+        read_new_password(_Lines("short\n"))
+
+
+def test_passwd_names_where_the_configured_password_comes_from(tmp_path: Path) -> None:
+    """The environment variable when it is set, else the config file given."""
+    assert configured_in(tmp_path / "c.toml", {}) == str(tmp_path / "c.toml")
+    assert configured_in(tmp_path / "c.toml", {PASSWORD_ENV: "x"}) == (
+        f"the environment ({PASSWORD_ENV})")
