@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
+PURGE_AT_LEAST = 64  # cancelled heap entries before a purge is worth it
+
 
 class Timer(Protocol):
     def cancel(self) -> None: ...
@@ -38,25 +40,48 @@ class Clock(Protocol):
 
 
 class _Timer:
-    __slots__ = ("cancelled",)
+    __slots__ = ("_on_cancel", "cancelled")
 
-    def __init__(self) -> None:
+    def __init__(self, on_cancel: Callable[[], None] | None = None) -> None:
         self.cancelled = False
+        self._on_cancel = on_cancel
 
     def cancel(self) -> None:
-        self.cancelled = True
+        if not self.cancelled:
+            self.cancelled = True
+            if self._on_cancel is not None:
+                self._on_cancel()
 
 
 class SystemClock:
     """The real clock. Its timers share one daemon thread (a heap of due times), so a thousand
     turns in flight cost a thousand heap entries, not a thousand threads. Callbacks run on that
-    thread and must be quick: they tell an actor and return."""
+    thread and must be quick: they tell an actor and return.
+
+    Most timers are cancelled long before they are due (a turn's deadline, the DMN's idle
+    timer, a channel's silence gap), and a cancelled entry would stay in the heap, holding its
+    callback and what that refers to, until its due time, an hour away for some: once cancelled
+    entries are more than half the heap, it is rebuilt without them, as asyncio does."""
 
     def __init__(self) -> None:
         self._due: list[tuple[float, int, _Timer, Callable[[], None]]] = []
         self._order = itertools.count()
         self._wake = threading.Condition()
         self._thread: threading.Thread | None = None
+        self._cancelled = 0  # cancelled entries still in the heap
+
+    def pending(self) -> int:
+        """Entries in the heap, cancelled ones included (they are dropped in bulk)."""
+        with self._wake:
+            return len(self._due)
+
+    def _one_cancelled(self) -> None:
+        with self._wake:
+            self._cancelled += 1
+            if self._cancelled >= PURGE_AT_LEAST and self._cancelled * 2 > len(self._due):
+                self._due = [entry for entry in self._due if not entry[2].cancelled]
+                heapq.heapify(self._due)
+                self._cancelled = 0
 
     def monotonic(self) -> float:
         return time.monotonic()
@@ -65,7 +90,7 @@ class SystemClock:
         return time.time()
 
     def call_later(self, delay: float, callback: Callable[[], None]) -> Timer:
-        timer = _Timer()
+        timer = _Timer(self._one_cancelled)
         entry = (time.monotonic() + max(0.0, delay), next(self._order), timer, callback)
         with self._wake:
             heapq.heappush(self._due, entry)
@@ -86,8 +111,10 @@ class SystemClock:
                 while True:
                     while self._due and self._due[0][2].cancelled:
                         heapq.heappop(self._due)
+                        self._cancelled -= 1
                     if self._due and self._due[0][0] <= time.monotonic():
                         _, _, timer, callback = heapq.heappop(self._due)
+                        timer._on_cancel = None  # out of the heap: a late cancel counts nothing
                         break
                     self._wake.wait(self._due[0][0] - time.monotonic() if self._due else None)
             if not timer.cancelled:

@@ -38,6 +38,7 @@ class ServerConfig(_Section, frozen=True):
     max_body_bytes: int
     rest_rate_per_min: int
     metrics_token: str
+    trust_proxy_headers: bool
 
 
 class StoreConfig(_Section, frozen=True):

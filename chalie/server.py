@@ -182,6 +182,7 @@ class Server:
             llm=primary,
             store=self.config.store,
             read=readers.get,
+            read_once=readers.transient,
             clock=self.clock,
             pool=self._pool,
             directory=self.directory,
@@ -294,7 +295,8 @@ class Server:
         )
         # Tornado cuts off (400, connection closed) any body larger than every endpoint takes;
         # each endpoint refuses its own limit with a 413 (rest_base.JsonHandler.prepare).
-        self._http = tornado.httpserver.HTTPServer(app, xheaders=False,
+        self._http = tornado.httpserver.HTTPServer(app,
+                                                   xheaders=self.config.server.trust_proxy_headers,
                                                    max_body_size=largest_body(self.config))
         self._http.add_sockets(sockets)
         self.port = sockets[0].getsockname()[1]

@@ -62,3 +62,19 @@ def test_manual_clock_runs_due_callbacks_only_when_advanced() -> None:
     clock.advance(10)
     assert fired == [1, 5]
     assert clock.monotonic() == 1_010.5
+
+
+def test_cancelled_system_timers_do_not_pile_up_until_they_are_due() -> None:
+    """Timers cancelled long before they are due (a turn's deadline, an idle timer) are dropped
+    from the heap in bulk, so a busy server does not hold an hour of them and their callbacks;
+    the ones still live fire as before."""
+    clock = SystemClock()
+    fired = threading.Event()
+    for _ in range(5):
+        clock.call_later(3600.0, lambda: None)  # live, far off
+    for _ in range(10_000):
+        clock.call_later(3600.0, lambda: None).cancel()
+    assert clock.pending() < 200
+    clock.call_later(0.0, fired.set)
+    assert fired.wait(5)
+    assert 5 <= clock.pending() < 200

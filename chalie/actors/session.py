@@ -17,6 +17,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Executor
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -110,6 +111,8 @@ class SessionDeps:
     cognition: CognitionConfig | None = None  # [cognition]; None: no critic
     timezone: str = "UTC"  # dmn.timezone: the person's local hours (adaptive traits)
     idle_s: float = 0.0  # server.session_idle_s: stop when idle this long (session_idle.py)
+    # A connection for the one read at start (db.Readers.transient); None: `read`'s own.
+    read_once: Callable[[], AbstractContextManager[apsw.Connection]] | None = None
 
 
 class Session(SupervisedActor):
@@ -142,7 +145,10 @@ class Session(SupervisedActor):
         self._idle = IdleWatch(deps.clock, deps.idle_s, check=lambda: self.tell_self(IdleCheck()))
 
     def started(self) -> None:
-        self._cognition.load(self._deps.read())
+        # Not `read()`: that would keep a connection on this Session's thread for its life.
+        once = self._deps.read_once
+        with once() if once is not None else nullcontext(self._deps.read()) as conn:
+            self._cognition.load(conn)
         # A predecessor that crashed mid-turn left an open exchange: close it with an error.
         self._to_writer(CloseOpenExchange(self.channel))
         self._idle.active(idle_now=True)

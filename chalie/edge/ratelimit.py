@@ -6,6 +6,11 @@ may burst a minute's worth and then keeps to the rate. The rate is passed on eve
 reloaded config takes effect at once. At most `max_keys` buckets are kept, dropping the least
 recently used: a flood of new keys costs bounded memory and only forgets old buckets (full
 ones, for any key idle a minute). Used from the IOLoop only: no lock.
+
+A credential is counted before it is checked, so a client could make up a new one for every
+request; requests whose credential turns out wrong (401) are therefore also counted against
+their address (`spend`), and an address out of those is refused before anything is read
+(`wait`): guessing is slowed, and a good credential from another address is untouched.
 """
 
 from __future__ import annotations
@@ -39,6 +44,21 @@ class RestRateLimit:
         while len(self._buckets) > self._max_keys:
             del self._buckets[next(iter(self._buckets))]
         return wait
+
+    def wait(self, key: str, rate_per_min: int) -> float | None:
+        """The seconds until `key` may send again, or None when it may now; spends nothing."""
+        if rate_per_min <= 0 or key not in self._buckets:
+            return None
+        tokens, at = self._buckets[key]
+        tokens = min(float(rate_per_min),
+                     tokens + max(0.0, self._clock.monotonic() - at) * rate_per_min / 60.0)
+        return None if tokens >= 1.0 else (1.0 - tokens) * 60.0 / rate_per_min
+
+    def spend(self, key: str, rate_per_min: int) -> None:
+        """Count one request against `key`, whether or not its bucket had room."""
+        if self.take(key, rate_per_min) is not None:
+            tokens, at = self._buckets[key]
+            self._buckets[key] = (max(tokens - 1.0, -float(rate_per_min)), at)
 
     def __len__(self) -> int:
         return len(self._buckets)

@@ -9,7 +9,8 @@ Before any handler runs, `JsonHandler.prepare` refuses, in this order: a body la
 endpoint takes (413, server.max_body_bytes); a request that changes something, carries no
 interface token and comes from another site's page (403: its Origin, or its Referer when it
 has no Origin, is not this server; a request with neither, as curl sends, passes); and, on
-/api/ and /gw/, a credential past server.rest_rate_per_min (429 with Retry-After).
+/api/ and /gw/, a credential past server.rest_rate_per_min, or an address that sent that many
+wrong credentials (429 with Retry-After; chalie/edge/ratelimit.py).
 """
 
 from __future__ import annotations
@@ -163,13 +164,29 @@ class JsonHandler(tornado.web.RequestHandler):
         if limit is None or not self.request.path.startswith(RATE_LIMITED):
             return
         rate = self.ctx.config.server.rest_rate_per_min
+        wait = limit.wait(self._failed_key(), rate)
+        if wait is not None:
+            raise self._too_many("bad_credentials", "too many requests with a wrong login or "
+                                 f"token from {self.request.remote_ip}", wait)
         wait = limit.take(self._rate_key(), rate)
         if wait is not None:
-            seconds = max(1, math.ceil(wait))
-            raise self._refuse(
-                429, "rate_limited", f"too many requests: server.rest_rate_per_min allows "
-                                     f"{rate} a minute; try again in {seconds}s",
-                headers={"Retry-After": str(seconds)})
+            raise self._too_many("rate_limited", "too many requests: "
+                                 f"server.rest_rate_per_min allows {rate} a minute", wait)
+
+    def _too_many(self, reason: str, what: str, wait: float) -> ApiError:
+        seconds = max(1, math.ceil(wait))
+        return self._refuse(429, reason, f"{what}; try again in {seconds}s",
+                            headers={"Retry-After": str(seconds)})
+
+    def on_finish(self) -> None:
+        """A wrong credential (401) counts against its address too: see chalie/edge/ratelimit.py."""
+        limit = self.ctx.rest_limit
+        if (limit is not None and self.get_status() == 401
+                and self.request.path.startswith(RATE_LIMITED)):
+            limit.spend(self._failed_key(), self.ctx.config.server.rest_rate_per_min)
+
+    def _failed_key(self) -> str:
+        return "failed:" + (self.request.remote_ip or "unknown")
 
     def _rate_key(self) -> str:
         """The credential a request is counted against: its interface token, else its login

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import multiprocessing
 import os
 import platform
 import resource
@@ -18,8 +19,9 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -221,3 +223,47 @@ def own_cpu_seconds() -> float:
     """User + system CPU seconds of this process (the benchmark client) so far."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return round(usage.ru_utime + usage.ru_stime, 2)
+
+
+def _stub_main(conn: Connection, make: Callable[[], Any] | None) -> None:
+    """Child process: run the stub LLM until the parent says stop (or goes away)."""
+    from tests.integration.harness import StubLlm  # noqa: PLC0415  (the child's only)
+
+    quiet_logging()
+    stub = (make or StubLlm)()
+    conn.send(stub.port)
+    try:
+        conn.recv()
+    except EOFError:
+        pass
+    stub.close()
+
+
+class StubInChild:
+    """A stub LLM (tests.integration.harness.StubLlm, or what `make` builds: a module-level
+    class or function) in its own process, so that its threads do not share the client's GIL;
+    `base_url` is all ServerProcess needs from it."""
+
+    def __init__(self, make: Callable[[], Any] | None = None) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self._conn, child = ctx.Pipe()
+        self._proc = ctx.Process(target=_stub_main, args=(child, make), daemon=True)
+        self._proc.start()
+        if not self._conn.poll(30):
+            self._proc.kill()
+            raise RuntimeError("the stub LLM child process did not start")
+        self.port = self._conn.recv()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def close(self) -> None:
+        try:
+            self._conn.send("stop")
+        except OSError:
+            pass
+        self._proc.join(10)
+        if self._proc.is_alive():
+            self._proc.kill()
+            self._proc.join(5)

@@ -23,13 +23,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import multiprocessing
 import shutil
 import sys
 import tempfile
 import time
 from collections import Counter
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -39,51 +37,11 @@ from _common import emit, log_problems, progress, summary, turn_events
 from tornado.httpclient import HTTPRequest
 from tornado.websocket import WebSocketClientConnection, websocket_connect
 
-from tests.integration.harness import ServerProcess, StubLlm, wait_for
+from tests.integration.harness import ServerProcess, wait_for
 
 IDLE_GRACE_S = 30.0  # beyond --idle-s, how long the bench waits for the Sessions to stop
 
 _common.quiet_logging()
-
-
-def _stub_main(conn: Connection) -> None:
-    """Child process: run the stub LLM until the parent says stop (or goes away)."""
-    _common.quiet_logging()
-    stub = StubLlm()
-    conn.send(stub.port)
-    try:
-        conn.recv()
-    except EOFError:
-        pass
-    stub.close()
-
-
-class StubInChild:
-    """A StubLlm in its own process; `base_url` is all ServerProcess needs from it."""
-
-    def __init__(self) -> None:
-        ctx = multiprocessing.get_context("spawn")
-        self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_stub_main, args=(child,), daemon=True)
-        self._proc.start()
-        if not self._conn.poll(30):
-            self._proc.kill()
-            raise RuntimeError("the stub LLM child process did not start")
-        self.port = self._conn.recv()
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
-
-    def close(self) -> None:
-        try:
-            self._conn.send("stop")
-        except OSError:
-            pass
-        self._proc.join(10)
-        if self._proc.is_alive():
-            self._proc.kill()
-            self._proc.join(5)
 
 
 class Tally:
@@ -276,7 +234,7 @@ def after_idle(server: ServerProcess, idle_s: float) -> dict[str, Any]:
 
 def main() -> int:
     args = parse_args()
-    stub = StubInChild()
+    stub = _common.StubInChild()
     workdir = Path(tempfile.mkdtemp(prefix="chalie-bench-concurrency-"))
     sections: dict[str, dict[str, Any]] = {"log": {"level": "info"},
                                            "server": {"session_idle_s": args.idle_s}}

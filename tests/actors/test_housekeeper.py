@@ -93,6 +93,11 @@ def house(make_config: Any, clock: WatchedClock,
                                     ChildSpec("housekeeper", start_housekeeper)))
         roots.append(root)
         clock.wait_for_timers()  # the first run is armed
+        # Answers find the Housekeeper by name: wait until its supervisor has published it.
+        deadline = time.monotonic() + WAIT_S
+        while directory.get("housekeeper") is None:
+            assert time.monotonic() < deadline, "the housekeeper was never published"
+            time.sleep(0.001)
         return built
 
     yield start

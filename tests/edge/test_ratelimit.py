@@ -84,3 +84,21 @@ def test_same_origin_compares_the_host_and_port_over_http_or_https(
 ) -> None:
     """An Origin or Referer names this server only with the request's own host and port."""
     assert same_origin(origin, host) is same
+
+
+def test_wrong_credentials_spend_an_address_bucket_that_wait_reads_without_spending() -> None:
+    """`spend` counts a request even past the limit (made-up credentials cannot outrun it);
+    `wait` says how long until the key may send again and spends nothing itself."""
+    clock = ManualClock()
+    limit = RestRateLimit(clock)
+    assert limit.wait("failed:ip", 2) is None
+    limit.spend("failed:ip", 2)
+    assert limit.wait("failed:ip", 2) is None
+    limit.spend("failed:ip", 2)
+    assert limit.wait("failed:ip", 2) == pytest.approx(30.0)
+    limit.spend("failed:ip", 2)  # past the limit: the wait grows
+    assert limit.wait("failed:ip", 2) == pytest.approx(60.0)
+    assert limit.wait("failed:ip", 2) == pytest.approx(60.0)
+    clock.advance(60.0)
+    assert limit.wait("failed:ip", 2) is None
+    assert limit.wait("failed:ip", 0) is None

@@ -202,6 +202,14 @@ def _json_schema_of(body: dict[str, Any]) -> dict[str, Any] | None:
     return schema
 
 
+class _QuietServer(ThreadingHTTPServer):
+    """A client that drops a kept-alive connection with a reset is no error of the stub's."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionResetError):
+            super().handle_error(request, client_address)
+
+
 class StubLlm:
     """An OpenAI-compatible /v1/chat/completions server on loopback that replays queued replies.
 
@@ -282,7 +290,7 @@ class StubLlm:
                 self.wfile.write(b"0\r\n\r\n")
                 self.wfile.flush()
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = _QuietServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)

@@ -280,3 +280,45 @@ def test_rest_past_the_rate_is_429_per_credential_and_spares_other_paths(
     finally:
         server.kill()
     assert server.errors() == []
+
+
+def test_made_up_credentials_cannot_outrun_the_rate(tmp_path: Path, llm: StubLlm) -> None:
+    """Each request with a new made-up cookie would get a bucket of its own: a wrong
+    credential (401) is also counted against its address, which is then refused with 429
+    before its credential is even read; the refusal names the reason."""
+    server = ServerProcess(tmp_path, llm, server={"rest_rate_per_min": 2}).start()
+    try:
+        answers = [httpx.get(f"{server.url}/api/interfaces",
+                             cookies={"chalie_session": f"made-up-{n}"}).status_code
+                   for n in range(3)]
+        refused = httpx.get(f"{server.url}/api/interfaces",
+                            cookies={"chalie_session": "made-up-4"})
+        assert answers == [401, 401, 429]
+        assert_error(refused, 429, "wrong login or token")
+        assert int(refused.headers["Retry-After"]) >= 1
+        metrics = httpx.get(f"{server.url}/metrics").text
+        assert 'chalie_rest_refused_total{reason="bad_credentials"} 2.0' in metrics
+    finally:
+        server.kill()
+    assert server.errors() == []
+
+
+@pytest.mark.parametrize("trusted", [False, True])
+def test_proxy_headers_name_the_client_only_when_trusted(
+    tmp_path: Path, llm: StubLlm, trusted: bool
+) -> None:
+    """Behind a proxy every request comes from the proxy's address. With
+    server.trust_proxy_headers the login throttle counts the client X-Forwarded-For names, so a
+    stranger's wrong passwords do not lock the person out; without it the header is ignored
+    (anyone could forge it) and both share the proxy's address."""
+    server = ServerProcess(tmp_path, llm, auth={"max_failures": 2},
+                           server={"trust_proxy_headers": trusted}).start()
+    try:
+        def login(password: str, client: str) -> int:
+            return httpx.post(f"{server.url}/auth/login", json={"password": password},
+                              headers={"X-Forwarded-For": client}).status_code
+
+        assert [login("wrong", "203.0.113.9") for _ in range(3)] == [401, 401, 429]
+        assert login(server.password, "198.51.100.7") == (200 if trusted else 429)
+    finally:
+        server.kill()

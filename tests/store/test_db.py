@@ -124,6 +124,20 @@ def test_readers_give_one_connection_per_thread(writer: apsw.Connection, data_di
     assert theirs[0] is not mine
 
 
+def test_a_transient_reader_is_its_own_and_closed_after_use(
+    writer: apsw.Connection, data_dir: Path
+) -> None:
+    """`transient()` reads what the writer committed on a connection that is not the thread's
+    kept one and is closed on leaving: a thread that reads once keeps nothing open."""
+    _remember(writer, "city", "Lyon", now=1.0)
+    readers = db.Readers(db.db_path(data_dir), busy_timeout_ms=TIMEOUT_MS)
+    with readers.transient() as conn:
+        assert conn.execute("SELECT value FROM knowledge").fetchall() == [("Lyon",)]
+        assert conn is not readers.get()
+    with pytest.raises(apsw.ConnectionClosedError):
+        conn.execute("SELECT 1")
+
+
 def test_readers_refuse_writes(writer: apsw.Connection, data_dir: Path) -> None:
     """Writing through a reader fails with a read-only error and stores nothing."""
     reader = db.Readers(db.db_path(data_dir), busy_timeout_ms=TIMEOUT_MS).get()
