@@ -160,7 +160,10 @@ class Server:
         self._on_failure = asyncio.Event()
         readers = db.Readers(self.db_path, busy_timeout_ms=store.busy_timeout_ms)
         hub = SocketHub(loop)
-        hub.start_keepalive(self.config.server.ping_interval_s, self.config.server.ping_misses)
+        authenticator = Authenticator(configured=self.config.auth.password, read=readers.get,
+                                      clock=self.clock)
+        hub.start_keepalive(self.config.server.ping_interval_s, self.config.server.ping_misses,
+                            live=authenticator.live_sessions)
         self._hub = hub
         self._pool = WorkerPool(self.config.act.workers)
         self._background = WorkerPool(BACKGROUND_WORKERS, name="chalie-background")
@@ -264,8 +267,7 @@ class Server:
         self._edge = EdgeContext(
             config=self.config,
             clock=self.clock,
-            auth=Authenticator(configured=self.config.auth.password, read=readers.get,
-                               clock=self.clock),
+            auth=authenticator,
             throttle=LoginThrottle(self.clock, max_failures=self.config.auth.max_failures,
                                    window_s=self.config.auth.lockout_s),
             rest_limit=RestRateLimit(self.clock),

@@ -17,7 +17,7 @@ import hashlib
 import hmac
 import secrets
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 import apsw
@@ -26,6 +26,7 @@ from chalie.clock import Clock
 from chalie.store import db
 
 COOKIE = "chalie_session"
+LIVE_CHECK_CHUNK = 500  # token hashes per query (SQLite's bound-parameter limit is higher)
 ROTATE_GRACE_S = 60.0  # a rotated token's remaining life
 MIN_PASSWORD_CHARS = 8  # for `chalie passwd`; a configured auth.password is the person's call
 _N, _R, _P = 2**14, 8, 1
@@ -130,6 +131,18 @@ class Authenticator:
 
     def session_ok(self, token: str | None) -> bool:
         return self.session(token) is not None
+
+    def live_sessions(self, hashes: Collection[str]) -> set[str]:
+        """Those of the token hashes `hashes` whose session is still live (open sockets'
+        logins, checked at each keepalive beat)."""
+        wanted, now = list(hashes), self._clock.time()
+        alive: set[str] = set()
+        for start in range(0, len(wanted), LIVE_CHECK_CHUNK):
+            chunk = wanted[start:start + LIVE_CHECK_CHUNK]
+            alive.update(str(row[0]) for row in self._read().execute(
+                "SELECT token_hash FROM auth_sessions WHERE expires_at > ? AND token_hash IN "
+                f"({', '.join('?' * len(chunk))})", (now, *chunk)))
+        return alive
 
     @staticmethod
     def new_token() -> str:

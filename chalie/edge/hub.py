@@ -3,12 +3,15 @@
 Each socket remembers the highest seq it was sent, so a frame that reaches it twice (once in a
 resume replay read from the log, once as the live push of the same commit) goes out once.
 The hub also keeps sockets alive: every `ping_interval_s` it sends a `ping` frame, and closes
-a socket that let `ping_misses` pings in a row go without a reply.
+a socket that let `ping_misses` pings in a row go without a reply. At the same beat it closes
+(1008, "logged out") every socket whose login session has ended since it opened: logged out,
+ended by `chalie passwd`, expired, or replaced by a newer cookie (the page then reconnects with
+that one and resumes).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Protocol
 
 import structlog
@@ -17,6 +20,9 @@ from tornado.ioloop import IOLoop, PeriodicCallback
 from chalie.frames import frame_seq
 
 log = structlog.get_logger("chalie.edge")
+
+
+LiveSessions = Callable[[Collection[str]], Collection[str]]  # token hashes -> the live ones
 
 
 class Sink(Protocol):
@@ -38,6 +44,7 @@ class SocketHub:
         self._loop = loop
         self._sockets: dict[str, set[Sink]] = {}
         self._pinger: PeriodicCallback | None = None
+        self._live: LiveSessions | None = None
 
     # Called on the IOLoop thread only.
     def register(self, channel: str, sink: Sink) -> None:
@@ -59,7 +66,11 @@ class SocketHub:
     def count(self) -> int:
         return sum(len(s) for s in self._sockets.values())
 
-    def start_keepalive(self, interval_s: float, max_misses: int) -> None:
+    def start_keepalive(self, interval_s: float, max_misses: int,
+                        live: LiveSessions | None = None) -> None:
+        """Ping every `interval_s`; with `live` (read off the IOLoop: it reads the store), also
+        close the sockets whose login session is no longer live."""
+        self._live = live
         self._pinger = PeriodicCallback(lambda: self.keepalive(max_misses), interval_s * 1000)
         self._pinger.start()
 
@@ -72,6 +83,22 @@ class SocketHub:
         for sinks in list(self._sockets.values()):
             for sink in list(sinks):
                 sink.keepalive(max_misses)
+        if self._live is not None:
+            self._loop.add_callback(self.close_ended, self._live)
+
+    async def close_ended(self, live: LiveSessions) -> int:
+        """Close every socket whose login session has ended; how many were closed."""
+        opened = {sink: session for sinks in self._sockets.values() for sink in sinks
+                  if (session := getattr(sink, "session", None)) is not None}
+        if not opened:
+            return 0
+        alive = set(await self._loop.run_in_executor(None, live, set(opened.values())))
+        ended = [sink for sink, session in opened.items() if session not in alive]
+        for sink in ended:
+            sink.close(1008, "logged out")
+        if ended:
+            log.info("ws_closed_logged_out", sockets=len(ended))
+        return len(ended)
 
     # Called from any thread (the StoreWriter's): add_callback is the thread-safe door.
     def push(self, channel: str, frames: Sequence[str], *, again: bool = False) -> None:

@@ -23,7 +23,7 @@ from chalie.actors.messages import (
     UserMessage,
 )
 from chalie.config import CHANNEL_RE
-from chalie.edge.auth import COOKIE
+from chalie.edge.auth import COOKIE, token_hash
 from chalie.edge.context import EdgeContext
 from chalie.edge.frames import (
     MAX_IMAGE_ID,
@@ -55,12 +55,16 @@ class ChatSocket(tornado.websocket.WebSocketHandler):
         # yet); None once it has resumed.
         self.first_live: int | None = 0
         self.missed_pongs = 0
+        self.session: str | None = None  # the token hash of the login that opened it
 
     async def get(self, *args: Any, **kwargs: Any) -> None:
-        if not self.ctx.auth.session_ok(self.get_cookie(COOKIE)):
+        token = self.get_cookie(COOKIE)
+        if not self.ctx.auth.session_ok(token):
             self.set_status(401)
             self.finish({"error": "not logged in: POST /auth/login first"})
             return
+        assert token is not None
+        self.session = token_hash(token)  # the hub closes the socket once this login ends
         channel = self.get_query_argument("channel", "main")
         if not CHANNEL_RE.match(channel):
             self.set_status(400)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Collection
 
 from tornado.ioloop import IOLoop
 
@@ -73,3 +74,25 @@ def test_keepalive_and_shutdown_reach_every_socket_and_unregistered_ones_are_gon
     assert (kept.pinged, gone.pinged) == ([2], [])
     assert kept.closed == (1001, "server shutting down")
     assert gone.closed is None
+
+
+def test_sockets_whose_login_ended_are_closed_and_the_others_stay() -> None:
+    """close_ended asks, off the loop, which of the open sockets' logins are live, and closes
+    the rest with 1008; a socket opened without a login (none here) is never asked about."""
+    mine, other, anonymous = FakeSocket(), FakeSocket(), FakeSocket()
+    mine.session, other.session = "hash-mine", "hash-other"  # type: ignore[attr-defined]
+    asked: list[set[str]] = []
+
+    def live(hashes: Collection[str]) -> set[str]:
+        asked.append(set(hashes))
+        return {"hash-other"}
+
+    async def scenario() -> int:
+        hub = SocketHub(IOLoop.current())
+        for sink in (mine, other, anonymous):
+            hub.register("main", sink)
+        return await hub.close_ended(live)
+
+    assert IOLoop.current().run_sync(scenario) == 1
+    assert asked == [{"hash-mine", "hash-other"}]
+    assert (mine.closed, other.closed, anonymous.closed) == ((1008, "logged out"), None, None)

@@ -250,3 +250,37 @@ def test_metrics_need_the_bearer_token_when_one_is_configured(
     assert right.status_code == 200
     assert "# HELP chalie_auth_sessions_rotated_total" in right.text
     assert "scrape-me-123" not in "".join(server.lines)
+
+
+def closed_by_server(ws: websocket.WebSocket) -> tuple[int, str]:
+    """Read until the server closes the socket (pings aside); its close code and reason."""
+    while True:
+        opcode, data = ws.recv_data(control_frame=True)
+        if opcode == websocket.ABNF.OPCODE_CLOSE:
+            return int.from_bytes(data[:2], "big"), data[2:].decode()
+
+
+def test_open_sockets_close_when_their_login_ends(
+    servers: list[ServerProcess], tmp_path: Path,
+) -> None:
+    """Logging out, and then `chalie passwd`, also close the /ws sockets those logins opened
+    (1008 "logged out", at the next keepalive beat), while a socket of a live login stays."""
+    server = ServerProcess(tmp_path, None, password="",
+                           server={"ping_interval_s": 0.2, "ping_misses": 1000})
+    assert passwd(server, "the first password").returncode == 0
+    servers.append(server)
+    server.start()
+    mine, other = (login(server, "the first password").cookies[COOKIE] for _ in range(2))
+    sockets = {cookie: websocket.create_connection(
+        f"ws://127.0.0.1:{server.port}/ws", cookie=f"{COOKIE}={cookie}", timeout=WAIT_S)
+        for cookie in (mine, other)}
+    try:
+        httpx.post(f"{server.url}/auth/logout", cookies={COOKIE: mine}, timeout=WAIT_S)
+        assert closed_by_server(sockets[mine]) == (1008, "logged out")
+        sockets[other].send('{"type": "pong"}')  # still open
+        assert passwd(server, "a brand new password").returncode == 0
+        assert closed_by_server(sockets[other]) == (1008, "logged out")
+    finally:
+        for ws in sockets.values():
+            ws.close(timeout=1)
+            ws.shutdown()  # close() leaves the socket open when the server closed first
