@@ -230,7 +230,7 @@ class Metrics:
         self.rest_refused = Counter(
             "chalie_rest_refused",
             "REST requests refused before their handler ran, by reason (too_large, "
-            "cross_site, rate_limited).", ["reason"], registry=r,
+            "cross_site, rate_limited, bad_credentials).", ["reason"], registry=r,
         )
         self.sessions_rotated = Counter(
             "chalie_auth_sessions_rotated",
