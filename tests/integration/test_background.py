@@ -176,6 +176,8 @@ def test_the_daily_cap_holds_back_a_second_message(tmp_path: Path, llm: StubLlm)
             "signal_type": "notice", "content": "Rain tonight", "activation_energy": 0.9})
         wait_for(lambda: metric(server, "chalie_proactive_suppressed_total",
                                 reason="cap") == 1)
+        # Counted when decided; its row is stored by the writer a moment later.
+        wait_for(lambda: len(db_rows(server.db_path, "SELECT id FROM proactive")) == 2)
         assert db_rows(server.db_path, "SELECT content, status, reason FROM proactive "
                                        "ORDER BY id") == [
             ("First thought.", "sent", None), ("Second thought.", "suppressed", "cap")]
