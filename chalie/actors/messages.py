@@ -180,8 +180,17 @@ class SessionIdle(_Msg, frozen=True):
 
 
 class StopIfIdle(_Msg, frozen=True):
-    """Asked of a Session by its supervisor: True when it is still idle and may be stopped
-    (it will take no more messages); False when something arrived since it said idle."""
+    """To a Session, from its supervisor (which holds the channel's messages meanwhile): answer
+    IdleAnswer, stop=True when it is still idle and may be stopped, False when something
+    arrived since it said idle."""
+
+
+class IdleAnswer(_Msg, frozen=True):
+    """To the SessionSupervisor: the Session `urn` of `channel` answers StopIfIdle."""
+
+    channel: str
+    urn: str
+    stop: bool
 
 
 # --- background paths ----------------------------------------------------------------------

@@ -43,6 +43,7 @@ from chalie.actors.messages import (
     CompactionReturned,
     ContextReady,
     FrameRejected,
+    IdleAnswer,
     IdleCheck,
     LlmFailed,
     LlmReturned,
@@ -165,14 +166,22 @@ class Session(SupervisedActor):
         ):
             match message:
                 case IdleCheck():
-                    if self._idle.fired(self._is_idle()) and self._link is not None:
-                        self._link.supervisor.tell(SessionIdle(self.channel, self.actor_urn))
+                    if self._idle.fired(self._is_idle()):
+                        self._to_supervisor(SessionIdle(self.channel, self.actor_urn))
                 case StopIfIdle():
-                    return self._idle.may_stop(self._is_idle())
+                    self._to_supervisor(IdleAnswer(self.channel, self.actor_urn,
+                                                   self._idle.may_stop(self._is_idle())))
                 case _:
                     self._dispatch(message)
                     self._idle.active(self._is_idle())
         return None
+
+    def _to_supervisor(self, message: SessionIdle | IdleAnswer) -> None:
+        if self._link is not None:
+            try:
+                self._link.supervisor.tell(message)
+            except pykka.ActorDeadError:
+                pass  # shutting down
 
     def _is_idle(self) -> bool:
         """Nothing running, being stored, queued or checked: no reply can be on its way here

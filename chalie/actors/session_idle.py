@@ -5,11 +5,11 @@ counts from when the Session last became idle, so a message that leaves it idle 
 reply, a retried client_id the store answers) does not put the stop off. One timer per Session
 at most, armed when it goes idle and checked when it fires (no timer per message). When it
 fires the Session checks itself (IdleCheck, in its mailbox) and, still idle, tells its
-supervisor SessionIdle. The supervisor asks it StopIfIdle and, on True, forgets and stops it;
-the channel's next message starts a new Session from the store. The ask closes the race with a
-message on its way: only the supervisor delivers to a Session, it is waiting on the ask, and
-anything it delivered before the ask is handled first, so the Session says False when that
-made it busy (or just active).
+supervisor SessionIdle. The supervisor tells it StopIfIdle, holding the channel's messages until
+its IdleAnswer, and on stop=True forgets and stops it; the channel's next message starts a new
+Session from the store. That closes the race with a message on its way: only the supervisor
+delivers to a Session, and anything it delivered before StopIfIdle is handled first, so the
+Session answers stop=False when that made it busy (or just active).
 """
 
 from __future__ import annotations

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import struct
 import threading
-from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -22,13 +21,6 @@ TIMEOUT_MS = 2000
 @pytest.fixture
 def data_dir(tmp_path: Path) -> Path:
     return tmp_path / "nested" / "data"
-
-
-@pytest.fixture
-def writer(data_dir: Path) -> Iterator[apsw.Connection]:
-    conn = db.open_writer(data_dir, busy_timeout_ms=TIMEOUT_MS, synchronous="FULL")
-    yield conn
-    conn.close()
 
 
 def _latest_migration() -> int:

@@ -21,18 +21,6 @@ TIMEOUT_MS = 2000
 DIM = 384  # the hashed embedder's dimension
 
 
-@pytest.fixture
-def data_dir(tmp_path: Path) -> Path:
-    return tmp_path / "data"
-
-
-@pytest.fixture
-def writer(data_dir: Path) -> Iterator[apsw.Connection]:
-    conn = db.open_writer(data_dir, busy_timeout_ms=TIMEOUT_MS, synchronous="FULL")
-    yield conn
-    conn.close()
-
-
 def say(conn: apsw.Connection, text: str, *, channel: str = "main", at: float = 1.0) -> int:
     with db.immediate(conn):
         return memory_writes.add_transcript(conn, channel, None, role="user", text=text, at=at)

@@ -3,7 +3,6 @@ nothing else does, each step stays within its batch, and the file shrinks and is
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import apsw
@@ -21,18 +20,6 @@ DAY = 86_400.0
 NOW = 1_700_000_000.0
 OLD = NOW - 100 * DAY  # older than the 90 days transcript_days keeps
 CUTOFF = NOW - 90 * DAY
-
-
-@pytest.fixture
-def data_dir(tmp_path: Path) -> Path:
-    return tmp_path / "data"
-
-
-@pytest.fixture
-def writer(data_dir: Path) -> Iterator[apsw.Connection]:
-    conn = db.open_writer(data_dir, busy_timeout_ms=TIMEOUT_MS, synchronous="FULL")
-    yield conn
-    conn.close()
 
 
 def turn(conn: apsw.Connection, turn_id: str, said: str, answered: str, *, at: float,
