@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from chalie.actors.messages import PersonConnected
+from chalie.actors.background_messages import PersonConnected
 from chalie.background.drift import NO_ACTION
 from chalie.llm.scripted import ScriptCall, ScriptedProvider, ScriptStep, ScriptUsage
 from chalie.store import concept_rows, db, memory_writes, proactive_rows
@@ -246,9 +246,10 @@ def test_the_daily_cap_holds_back_messages_past_it(start_tree: Any, make_config:
     tree.clock.advance(1800)
     run_until(tree, lambda: tree.metric("chalie_proactive_suppressed_total", reason="cap") == 1,
               "the cap")
+    # Counted when decided, stored a moment later by the StoreWriter: wait for the row.
+    run_until(tree, lambda: tree.rows("SELECT status, reason FROM proactive ORDER BY id") == [
+        ("sent", None), ("suppressed", "cap")], "the suppressed message's row")
     assert [n["content"] for n in of_type(tree, "notification")] == ["First thought."]
-    assert tree.rows("SELECT status, reason FROM proactive ORDER BY id") == [
-        ("sent", None), ("suppressed", "cap")]
 
 
 def test_a_used_up_budget_skips_triggers_without_calling_the_model(

@@ -340,7 +340,10 @@ class ServerProcess:
             "auth": {"password": password},
             "log": {"format": "json", "level": "info"},
             # The DMN calls the LLM on its own: only in the tests about it (they turn it on).
-            "dmn": {"enabled": False},
+            # No quiet hours, in a fixed zone: a goal's or a thought's message must not wait
+            # for the morning because the tests happen to run at night (the tests about quiet
+            # hours set their own).
+            "dmn": {"enabled": False, "quiet_hours": "", "timezone": "UTC"},
         }
         if stub is not None:
             merged["llm"] = {"base_url": stub.base_url, "retries": 0}
