@@ -35,7 +35,8 @@ import msgspec
 import structlog
 
 from chalie import cli_auth, cli_store, logs
-from chalie.config import Config, load_config
+from chalie.config import Config
+from chalie.config_load import load_config
 from chalie.edge.rest_turns import not_kept, prompts_document
 from chalie.errors import ChalieError, ConfigError
 from chalie.server import Server

@@ -20,7 +20,8 @@ from typing import TextIO
 import apsw
 
 from chalie.clock import Clock, SystemClock
-from chalie.config import ENV_PREFIX, Config
+from chalie.config import Config
+from chalie.config_load import ENV_PREFIX
 from chalie.edge.auth import MIN_PASSWORD_CHARS, set_password
 from chalie.errors import ChalieError
 from chalie.paths import DEFAULT_CONFIG

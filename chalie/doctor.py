@@ -34,7 +34,6 @@ import apsw
 import httpx
 from mcp import ClientSession, types
 
-from chalie.act.prompts import Prompts
 from chalie.config import JOBS, Config, McpConfig, McpServerConfig, StoreConfig
 from chalie.doctor_models import Line, check_models
 from chalie.errors import ConfigError, EmbedError, PromptError, StoreError
@@ -43,6 +42,7 @@ from chalie.interfaces.errors import InterfaceError
 from chalie.mcp.connection import CLIENT_INFO, MAX_PAGES, describe
 from chalie.mcp.transport import WatchedStream, open_transport
 from chalie.memory.embedders import build_embedder, dimension
+from chalie.prompts import Prompts
 from chalie.store import db, interface_rows
 
 _LEVELS = {"ok": "ok    ", "warn": "warn  ", "FAIL": "FAIL  "}

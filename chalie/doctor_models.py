@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from chalie.act.prompts import Prompts
 from chalie.config import LlmConfig, LlmOverride
 from chalie.errors import (
     ChalieError,
@@ -47,6 +46,7 @@ from chalie.llm.types import (
     TextSink,
     ToolSpec,
 )
+from chalie.prompts import Prompts
 
 PROBE_TIMEOUT_S = 60.0  # the most one probe request may take, whatever request_timeout_s says
 WORD = "marmalade"  # what the probes ask the model to echo

@@ -1,5 +1,10 @@
 """Wiring: the store, the actor tree, the worker pool and the Tornado edge, started and stopped
 as one. `chalie serve` runs one Server; tests start many, each with its own data and registry.
+
+Two parts of the tree are wired beside it: the background paths (the spending governor,
+Attention, the Dmn, the Scheduler, the goals) in chalie/server_paths.py, and the other programs
+(paired interfaces, signals and world state, broadcast streams, MCP servers) in
+chalie/server_programs.py.
 """
 
 from __future__ import annotations
@@ -7,12 +12,9 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import apsw
 import httpx
 import pykka
 import structlog
@@ -20,22 +22,19 @@ import tornado.httpserver
 import tornado.netutil
 from tornado.ioloop import IOLoop
 
-from chalie import server_paths
-from chalie.act.prompts import Prompts
+from chalie import server_paths, server_programs
 from chalie.actors.encoder import Encoder, EncoderDeps
 from chalie.actors.housekeeper import Housekeeper
-from chalie.actors.interface_health import HealthDeps, InterfaceHealth
-from chalie.actors.messages import Ping
 from chalie.actors.pool import WorkerPool
-from chalie.actors.session import Session, SessionDeps
+from chalie.actors.session import Session
+from chalie.actors.session_deps import SessionDeps
 from chalie.actors.session_supervisor import SessionSupervisor
-from chalie.actors.store_writer import StoreWriter, close_interrupted_turns
-from chalie.actors.supervisor import ChildSpec, Directory, Link, Supervisor
-from chalie.actors.world_state import WorldState
-from chalie.background.attention import Attention, parse_span
+from chalie.actors.store_writer import StoreWriter
+from chalie.actors.supervisor import ChildSpec, Directory, Link, Ping, Supervisor
+from chalie.background.attention import Attention
 from chalie.background.governor import Governor
 from chalie.clock import Clock, SystemClock
-from chalie.config import CONTEXT_SHARES, Config
+from chalie.config import CONTEXT_SHARES, Config, parse_span
 from chalie.edge.app import make_app
 from chalie.edge.auth import Authenticator, LoginThrottle, ensure_password
 from chalie.edge.context import EdgeContext
@@ -43,39 +42,23 @@ from chalie.edge.hub import SocketHub
 from chalie.edge.ratelimit import RestRateLimit
 from chalie.edge.rest_base import largest_body
 from chalie.edge.subscriptions import Subscriptions
-from chalie.interfaces.board import InterfaceBoard
-from chalie.interfaces.client import InterfaceClient
 from chalie.llm.factory import build_models, single
 from chalie.llm.types import LlmProvider
 from chalie.memory.context import ContextSettings
 from chalie.memory.embedders import Embedder, build_embedder
 from chalie.memory.recall import Recall
 from chalie.metrics import Metrics
+from chalie.prompts import Prompts
 from chalie.reload import changes, merged
 from chalie.store import db, goal_rows, interface_rows, memory_writes
+from chalie.store.event_log import close_interrupted_turns
 from chalie.store.lock import DataLock
 from chalie.tools.catalog import ToolCatalog
-from chalie.tools.goal import GoalTool
-from chalie.tools.memory import ForgetTool, MemoryTool
-from chalie.tools.recall import RecallTool
-from chalie.tools.schedule import ScheduleTool
-from chalie.world.signals import SignalGate, WorldBoard, WorldSettings
 
 log = structlog.get_logger("chalie.server")
 
-
-@dataclass(frozen=True)
-class OtherPrograms:
-    client: InterfaceClient
-    catalog: ToolCatalog
-    interfaces: InterfaceBoard
-    world: WorldBoard
-    gate: SignalGate
-    subscriptions: Subscriptions
-
 CLOSE_TIMEOUT_S = 5.0
 BACKGROUND_WORKERS = 2  # encoding and embedding; never the threads user turns run on
-HEALTH_WORKERS = 2  # interfaces' /health checks, each bounded by interfaces.health_timeout_s
 PATH_WORKERS = 4  # the DMN's, scheduled prompts' and goals' LLM and tool calls
 
 
@@ -169,8 +152,10 @@ class Server:
         self._background = WorkerPool(BACKGROUND_WORKERS, name="chalie-background")
         self._paths_pool = WorkerPool(PATH_WORKERS, name="chalie-paths")
         memory = self.config.memory
-        programs = self._other_programs()
-        self._catalog = programs.catalog
+        programs = server_programs.build(self.config, clock=self.clock,
+                                         directory=self.directory, metrics=self.metrics)
+        self._health_pool, self._http_out = programs.health_pool, programs.http
+        self._subscriptions, self._catalog = programs.subscriptions, programs.catalog
         self.metrics.watch_goals(lambda: goal_rows.counts(readers.get()))
         recall = Recall(embedder=self.embedder, space_id=space_id, config=memory,
                         clock=self.clock, metrics=self.metrics)
@@ -253,7 +238,9 @@ class Server:
                 # Stopped in reverse: world state is flushed while the writer still runs.
                 ChildSpec("store_writer", start_writer),
                 ChildSpec("housekeeper", start_housekeeper),
-                *self._program_children(programs, readers.get, common),
+                *server_programs.children(self.config, programs, read=readers.get,
+                                          clock=self.clock, directory=self.directory,
+                                          metrics=self.metrics, common=common),
                 ChildSpec("sessions", start_sessions),
                 ChildSpec("encoder", start_encoder),
                 *server_paths.children(self.config, paths, common),
@@ -308,66 +295,6 @@ class Server:
         if self._check_models:
             self.models.check()
         return self.port
-
-    def _other_programs(self) -> OtherPrograms:
-        """What paired interfaces, signals, broadcast streams and MCP servers share."""
-        config = self.config
-        self._health_pool = WorkerPool(HEALTH_WORKERS, name="chalie-health")
-        # One client for every call to an interface; each request sets its own timeouts.
-        self._http_out = httpx.Client(follow_redirects=False, trust_env=False)
-        signals = config.signals
-        gate = SignalGate(self.clock, rate_per_min=signals.rate_per_min)
-        self._subscriptions = Subscriptions(gate=gate, directory=self.directory,
-                                            metrics=self.metrics, config=config.subscriptions,
-                                            clock=self.clock)
-        return OtherPrograms(
-            client=InterfaceClient(
-                self._http_out, health_timeout_s=config.interfaces.health_timeout_s,
-                connect_timeout_s=config.interfaces.connect_timeout_s,
-                execute_timeout_s=config.interfaces.execute_timeout_s,
-                max_response_bytes=config.interfaces.max_response_bytes,
-            ),
-            catalog=ToolCatalog([MemoryTool(), RecallTool(), ForgetTool(),
-                                 ScheduleTool(server_paths.default_zone(config)), GoalTool()],
-                                confirm=config.tools.confirm, block=config.tools.block),
-            interfaces=InterfaceBoard(),
-            world=WorldBoard(WorldSettings(world_max=signals.world_max,
-                                           half_life_s=signals.half_life_s,
-                                           min_salience=signals.min_salience,
-                                           top_k=signals.top_k), self.clock),
-            gate=gate,
-            subscriptions=self._subscriptions,
-        )
-
-    def _program_children(self, p: OtherPrograms, read: Callable[[], apsw.Connection],
-                          common: dict[str, Any]) -> tuple[ChildSpec, ...]:
-        """WorldState (right after the writer: stopped in reverse, it is flushed while the
-        writer still runs), InterfaceHealth and the MCP servers' supervisor."""
-        assert self._health_pool is not None
-        health = HealthDeps(board=p.interfaces, catalog=p.catalog, client=p.client,
-                            config=self.config.interfaces, read=read, clock=self.clock,
-                            pool=self._health_pool, metrics=self.metrics)
-
-        def start_world(link: Link) -> pykka.ActorRef[Any]:
-            return WorldState.start(link, board=p.world, read=read, clock=self.clock,
-                                    directory=self.directory, metrics=self.metrics,
-                                    flush_s=self.config.signals.flush_s)
-
-        def start_health(link: Link) -> pykka.ActorRef[Any]:
-            return InterfaceHealth.start(link, deps=health)
-
-        children = (ChildSpec("world", start_world),
-                    ChildSpec("interface_health", start_health))
-        if not self.config.mcp.servers:
-            return children
-        # The MCP SDK takes half a second and ~25 MiB to import: only when a server is set up.
-        from chalie.actors.mcp import McpSupervisor  # noqa: PLC0415
-
-        def start_mcp(link: Link) -> pykka.ActorRef[Any]:
-            return McpSupervisor.start(link, servers=self.config.mcp, catalog=p.catalog,
-                                       **common)
-
-        return (*children, ChildSpec("mcp", start_mcp))
 
     def reload(self, new: Config) -> tuple[list[str], list[str]]:
         """Take what `new` changes that can change while running (chalie/reload.py); returns

@@ -15,16 +15,16 @@ import structlog
 from chalie.actors.dmn import Dmn
 from chalie.actors.goal import Goal
 from chalie.actors.goal_supervisor import GoalSupervisor
-from chalie.actors.messages import ApplyOps
 from chalie.actors.path import PathDeps
 from chalie.actors.scheduler import Scheduler
-from chalie.actors.session import SessionDeps
+from chalie.actors.session_deps import SessionDeps
+from chalie.actors.store_writer_messages import ApplyOps
 from chalie.actors.supervisor import ChildSpec, Link
 from chalie.background import schedules
-from chalie.background.attention import Attention, QuietHours, parse_span, resolve_zone
+from chalie.background.attention import Attention, QuietHours, resolve_zone
 from chalie.background.governor import WINDOW_S, Governor
 from chalie.clock import Clock
-from chalie.config import Config
+from chalie.config import Config, parse_span
 from chalie.metrics import Metrics
 from chalie.store import goal_rows, proactive_rows
 from chalie.store.background_ops import GoalState, Proactive

@@ -12,7 +12,8 @@ import pykka
 import pytest
 
 from chalie import logs
-from chalie.config import Config, load_config
+from chalie.config import Config
+from chalie.config_load import load_config
 
 logs.configure("json", "debug")
 

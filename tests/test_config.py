@@ -9,7 +9,8 @@ from typing import Any, get_type_hints
 import pytest
 
 from chalie import cli
-from chalie.config import Config, load_config
+from chalie.config import Config
+from chalie.config_load import load_config
 from chalie.errors import ConfigError
 from chalie.paths import DEFAULT_CONFIG
 from tests.conftest import write_config

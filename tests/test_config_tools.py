@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from chalie.config import ToolsConfig, load_config
+from chalie.config import ToolsConfig
+from chalie.config_load import load_config
 from tests.conftest import write_config
 from tests.test_config import _config_error as refused
 

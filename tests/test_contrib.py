@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from chalie.cli import main
-from chalie.config import load_config
+from chalie.config_load import load_config
 from chalie.paths import ROOT
 
 CONTRIB = ROOT / "contrib"

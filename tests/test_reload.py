@@ -7,10 +7,10 @@ from collections.abc import Callable
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-from chalie.background.attention import Attention, QuietHours, parse_span
+from chalie.background.attention import Attention, QuietHours
 from chalie.background.governor import Governor
 from chalie.clock import ManualClock
-from chalie.config import Config
+from chalie.config import Config, parse_span
 from chalie.llm.scripted import ScriptedProvider
 from chalie.metrics import Metrics
 from chalie.reload import RELOADABLE, changes, merged

@@ -1,1 +1,3 @@
-"""The ACT loop's functional core: prompts, loop state, no threads and no actors."""
+"""The ACT loop's functional core: loop state, the prompt budget, the critic, streamed deltas.
+
+The core floor: no threads and no actors; it imports llm/, the store and the ground floor."""

@@ -20,20 +20,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import msgspec
 import structlog
 
 from chalie.act.loop import ActLoop
-from chalie.act.prompts import Prompts
+from chalie.config import CognitionConfig
 from chalie.errors import StructuredOutputError
 from chalie.frames import Escalation
 from chalie.llm.structured import decode_structured, structured
 from chalie.llm.types import ChatRequest, ChatResponse, Message, ToolCall
-
-if TYPE_CHECKING:
-    from chalie.config import CognitionConfig
+from chalie.prompts import Prompts
 
 log = structlog.get_logger("chalie.critic")
 

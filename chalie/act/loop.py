@@ -13,10 +13,11 @@ from collections.abc import Sequence
 
 import msgspec
 
-from chalie.act.prompts import Prompts
-from chalie.llm.types import ChatRequest, ChatResponse, Image, Message, ToolCall, ToolSpec
+from chalie.llm.types import ChatRequest, ChatResponse, Message, ToolCall, ToolSpec
+from chalie.prompts import Prompts
 from chalie.store.effects import Effect
 from chalie.store.queries import HistoryLine
+from chalie.values.images import Image
 
 REPEAT_LIMIT = 3  # the same call this many times in a row ends the loop
 MAX_RESTARTS = 2  # compaction stage 2 at most this often per turn

@@ -1,28 +1,20 @@
 """Dmn: the default mode network. Chalie thinks on its own while the person is away.
 
-Two triggers. `idle`: once per idle period, when the person has sent nothing for `dmn.idle_s`
-(any chat or action of theirs starts a new period: the Sessions tell PersonActive). `cadence`:
-every `dmn.cadence_s`. The first trigger comes `dmn.boot_delay_s` after start (idle if an idle
-period is due, else cadence). Before any LLM call, a trigger reads what it would think about
-(chalie/background/drift.py): when nothing (episode, signal, goal state, open loop) changed
-since the last thought, it makes no call at all and counts a skip; when the dmn path has used
-its budget, likewise.
+When it thinks is chalie/actors/dmn_triggers.py's: an `idle` trigger, once per idle period
+(`dmn.idle_s`), and a `cadence` one (`dmn.cadence_s`). Before any LLM call, a trigger reads
+what it would think about (chalie/background/drift.py): when nothing (episode, signal, goal
+state, open loop) changed since the last thought, it makes no call at all and counts a skip;
+when the dmn path has used its budget, likewise; when a thought is still in hand, it counts a
+`busy` skip.
 
 Otherwise it runs the ACT loop (prompts/dmn.md, at most `dmn.max_iterations` calls and
 `dmn.timeout_s`), with only the drift engine's tools: `memory` (reflect; plant an open loop),
 `recall`, `schedule` (a reminder to raise something later) and `goal` (plan). Its answer is the
 no-action token (a silent exit) or a message for the person, which Attention sends, defers
-(quiet hours) or suppresses (the daily cap); a sent one is a `notification` frame logged in the
-person's channel, and the assistant's line in its transcript.
-
-The Dmn also owns delivery of the deferred queue: when quiet hours end, and when the person
-connects (PersonConnected), whichever is first; messages older than `dmn.deferred_max_age_s`
-are dropped, counted.
-
-It prefers the person's usual hours (the `active_hours` trait, chalie/cognition/traits.py):
-a thought it would send outside them, when enough evidence says when they are, waits in the
-same queue for the next usual hour, at most USUAL_HOURS_MAX_WAIT_S and never as long as
-`dmn.deferred_max_age_s`; the person connecting meanwhile gets it at once.
+(quiet hours; or outside the person's usual hours) or suppresses (the daily cap; the thought is
+then kept as a drift gist the next user turn may see); a sent one is a `notification` frame
+logged in the person's channel, and the assistant's line in its transcript. What is deferred
+waits in a queue the triggers deliver when it may be (dmn_triggers.py).
 """
 
 from __future__ import annotations
@@ -35,26 +27,19 @@ import apsw
 import msgspec
 import structlog
 
-from chalie.actors.driver import Ending
-from chalie.actors.messages import (
-    ApplyOps,
-    OpsApplied,
-    PersonActive,
-    PersonConnected,
-    TurnStored,
-    TurnStoreFailed,
-)
+from chalie.actors.dmn_triggers import Triggers
+from chalie.actors.driver_deps import Ending
 from chalie.actors.path import PathActor, PathDeps
+from chalie.actors.store_writer_messages import ApplyOps, OpsApplied
 from chalie.actors.supervisor import Link
+from chalie.actors.turn_messages import TurnStored, TurnStoreFailed
 from chalie.background import drift
 from chalie.background.drift import Inputs
-from chalie.clock import Timer
-from chalie.cognition import concepts, traits
+from chalie.cognition import concepts
 from chalie.config import DmnConfig
-from chalie.store import concept_rows, proactive_rows, trait_rows
+from chalie.store import concept_rows, proactive_rows
 from chalie.store.background_ops import (
     ConceptsActivated,
-    DeliverDeferred,
     DmnRun,
     DriftGist,
     Op,
@@ -66,8 +51,6 @@ from chalie.tools.view import ToolView
 log = structlog.get_logger("chalie.dmn")
 
 TOOLS = ("memory", "recall", "schedule", "goal")
-BUSY_RETRY_S = 60.0  # an idle trigger that finds a thought in hand tries again this much later
-USUAL_HOURS_MAX_WAIT_S = 12 * 3600.0  # a thought waits at most this long for the usual hours
 GIST_CHARS = 500  # a drift gist longer than this is cut
 
 
@@ -81,20 +64,6 @@ def activated(conn: apsw.Connection, trigger: str, at: float) -> tuple[concepts.
     except Exception:  # the thought goes on without concepts
         log.exception("concepts_not_activated")
         return ()
-
-
-class _Due(msgspec.Struct, frozen=True, tag=True):
-    """The Dmn's own: a trigger's time came (boot, idle or cadence)."""
-
-    trigger: str
-
-
-class _QuietOver(msgspec.Struct, frozen=True, tag=True):
-    """The Dmn's own: quiet hours ended; deliver what waited."""
-
-
-class _UsualHour(msgspec.Struct, frozen=True, tag=True):
-    """The Dmn's own: the person's usual active hours began; deliver what waited for them."""
 
 
 class _InputsRead(msgspec.Struct, frozen=True, tag=True):
@@ -118,15 +87,11 @@ class Dmn(PathActor):
         super().__init__(link, deps=deps, tools=ToolView(deps.catalog, allow=TOOLS))
         self._config = config
         self._gist_ttl_s = gist_ttl_s  # cognition.gist_ttl_s
-        self._booted = False
-        self._last_active = deps.clock.time()  # wall clock; the store says better at start
-        self._idle_fired_for: float | None = None  # the activity whose idle period fired
         self._last_fingerprint: str | None = None
         self._busy: str | None = None  # the trigger being handled
         self._storing: str | None = None
-        self._timers: dict[str, Timer] = {}
-        self._deferred_waiting = False
-        self._wait_until: float | None = None  # a thought waits for the person's usual hours
+        self._triggers = Triggers(self._deps, config, tell=self.tell_self, fire=self._fire,
+                                  busy=lambda: self._busy is not None)
 
     @property
     def busy(self) -> str | None:
@@ -134,26 +99,13 @@ class Dmn(PathActor):
         return self._busy
 
     def started(self) -> None:
-        d, config = self._deps, self._config
-        conn = d.read()
-        active = proactive_rows.last_person_activity(conn)
-        if active is not None:
-            self._last_active = active
-            idle_run = proactive_rows.last_run(conn, "idle")
-            if idle_run is not None and idle_run >= active:
-                self._idle_fired_for = active
+        conn = self._deps.read()
         thought = proactive_rows.last_thought(conn)
         self._last_fingerprint = thought[1] if thought else None
-        self._deferred_waiting = bool(proactive_rows.deferred(conn, d.channel))
-        log.info("dmn_started", enabled=config.enabled, boot_in_s=config.boot_delay_s,
-                 quiet=d.attention.quiet.is_quiet(d.clock.time()),
-                 deferred_waiting=self._deferred_waiting)
-        self._after("boot", config.boot_delay_s, _Due("boot"))
-        self._quiet_watch()
+        self._triggers.start(conn)
 
     def on_stop(self) -> None:
-        for timer in self._timers.values():
-            timer.cancel()
+        self._triggers.stop()
 
     def on_receive(self, message: Any) -> Any:
         with structlog.contextvars.bound_contextvars(actor="dmn"):
@@ -161,23 +113,8 @@ class Dmn(PathActor):
 
     def _dispatch(self, message: Any) -> None:
         match message:
-            case _Due(trigger=trigger):
-                self._timers.pop(trigger, None)
-                self._due(trigger)
-            case PersonActive(at=at):
-                self._person_active(at)
-            case PersonConnected(channel=channel) if channel == self._deps.channel:
-                self._deliver("connected")
-            case PersonConnected():
+            case _ if self._triggers.handle(message):
                 pass
-            case _QuietOver():
-                self._timers.pop("quiet", None)
-                self._deliver("quiet_hours_over")
-                self._quiet_watch()
-            case _UsualHour():
-                self._timers.pop("usual", None)
-                self._wait_until = None
-                self._quiet_watch()
             case _InputsRead():
                 self._think(message)
             case _InputsFailed(trigger=trigger, error=error):
@@ -194,53 +131,11 @@ class Dmn(PathActor):
             case _:
                 self.turn_message(message)
 
-    # -- triggers --
-
-    def _due(self, trigger: str) -> None:
-        d, config = self._deps, self._config
-        now = d.clock.time()
-        if trigger == "boot":
-            self._booted = True
-            self._after("cadence", config.cadence_s, _Due("cadence"))
-            trigger = "idle" if self._idle_due(now) else "cadence"
-            self._arm_idle()
-        elif trigger == "cadence":
-            self._after("cadence", config.cadence_s, _Due("cadence"))
-        elif trigger == "idle" and not self._idle_due(now):
-            self._arm_idle()  # the person came back meanwhile
-            return
-        if trigger == "idle":
-            if self._busy is not None:  # this period's thought comes once the last is done
-                self._at("idle", now + BUSY_RETRY_S, _Due("idle"))
-                return
-            self._idle_fired_for = self._last_active
-        self._fire(trigger, now)
-
-    def _idle_due(self, now: float) -> bool:
-        return self._idle_fired_for != self._last_active and \
-            now - self._last_active >= self._config.idle_s
-
-    def _person_active(self, at: float) -> None:
-        if at <= self._last_active:
-            return  # no later than what is known: the same period
-        self._last_active = at
-        self._idle_fired_for = None
-        # A timer already set stays: when it fires early, it is set again from the latest
-        # activity (_due). Re-setting it on every message would leave a cancelled timer per
-        # message in the clock's queue for idle_s.
-        if self._booted and "idle" not in self._timers:
-            self._arm_idle()
-
-    def _arm_idle(self) -> None:
-        """The idle trigger waits idle_s after the person's last activity, once per period."""
-        timer = self._timers.pop("idle", None)
-        if timer is not None:
-            timer.cancel()
-        if self._idle_fired_for == self._last_active:
-            return  # this period's idle thought is had
-        self._at("idle", self._last_active + self._config.idle_s, _Due("idle"))
+    # -- a thought --
 
     def _fire(self, trigger: str, now: float) -> None:
+        """A trigger came (Triggers): read what to think about, on the pool, unless thinking
+        is off, a thought is in hand, or the budget is used."""
         d = self._deps
         if not self._config.enabled:
             return
@@ -284,7 +179,8 @@ class Dmn(PathActor):
             return
         self._last_fingerprint = inputs.fingerprint
         f = d.prompts.fragment
-        since = datetime.fromtimestamp(self._last_active, UTC).strftime("%Y-%m-%d %H:%M UTC")
+        since = datetime.fromtimestamp(self._triggers.last_active, UTC).strftime(
+            "%Y-%m-%d %H:%M UTC")
         turn = self.new_turn(
             text=f"[dmn] {trigger}", template="dmn",
             extra={"loops": inputs.loops, "goals": inputs.goals, "nothing": drift.NO_ACTION,
@@ -318,10 +214,8 @@ class Dmn(PathActor):
                 d.metrics.proactive_suppressed.labels(reason="no_action").inc()
             else:
                 status, reason = d.attention.decide(capped=True)
-                wake = self._usual_hour() if status == "sent" else None
-                if wake is not None:
+                if status == "sent" and self._triggers.hold_for_usual_hours():
                     status, reason = "deferred", "inactive_hours"
-                    self._wait_until = max(wake, self._wait_until or wake)
                 result = status
                 ops.append(Proactive(ProactiveRow(
                     path="dmn", channel=d.channel, content=ending.text, status=status,
@@ -343,8 +237,7 @@ class Dmn(PathActor):
         self._storing = ending.turn.id
         self.commit(ending, tuple(ops), reply_to="dmn")
         if result == "deferred":  # after the commit: the writer stores the message first
-            self._deferred_waiting = True
-            self._quiet_watch()
+            self._triggers.deferred()
 
     def _gist(self, text: str, read: _InputsRead) -> DriftGist:
         """A thought not sent: the next user turn may see it, for cognition.gist_ttl_s."""
@@ -353,64 +246,3 @@ class Dmn(PathActor):
             text = text[:GIST_CHARS].rstrip() + "…"
         return DriftGist(self._deps.channel, text, tuple(c.name for c in read.concepts),
                          self._deps.clock.time() + self._gist_ttl_s)
-
-    # -- the deferred queue --
-
-    def _usual_hour(self) -> float | None:
-        """When the person's next usual active hour begins, if now is outside their usual
-        hours (known from enough evidence) and it comes soon enough to wait for; else None."""
-        d = self._deps
-        zone = d.attention.quiet.zone
-        if zone is None:
-            return None
-        now = d.clock.time()
-        try:
-            learned = trait_rows.load(d.read())
-        except apsw.Error:
-            log.exception("traits_not_read")
-            return None
-        wake = traits.next_usual_hour(learned, now, zone)
-        limit = min(USUAL_HOURS_MAX_WAIT_S, self._config.deferred_max_age_s)
-        return wake if wake is not None and wake - now < limit else None
-
-    def _quiet_watch(self) -> None:
-        """While it is quiet, wake when quiet hours end; when it is not, deliver what waits
-        (or, when it waits for the person's usual hours, wake when they begin)."""
-        d = self._deps
-        if "quiet" in self._timers:
-            return
-        now = d.clock.time()
-        ends = d.attention.quiet.ends_at(now)
-        if not d.attention.quiet.is_quiet(now):
-            if self._wait_until is not None and now < self._wait_until:
-                if "usual" not in self._timers:
-                    self._at("usual", self._wait_until, _UsualHour())
-                return
-            self._deliver("not_quiet")
-        elif ends is not None:
-            self._at("quiet", ends, _QuietOver())
-
-    def _deliver(self, why: str) -> None:
-        usual = self._timers.pop("usual", None)
-        if usual is not None:
-            usual.cancel()
-        self._wait_until = None
-        if not self._deferred_waiting:
-            return
-        self._deferred_waiting = False
-        log.info("deferred_delivery", why=why)
-        self._to_writer(ApplyOps((DeliverDeferred(self._deps.channel,
-                                                  self._config.deferred_max_age_s),),
-                                 reply_to="dmn", tag="deliver"))
-
-    # -- plumbing --
-
-    def _after(self, name: str, delay: float, message: Any) -> None:
-        self._at(name, self._deps.clock.time() + delay, message)
-
-    def _at(self, name: str, when: float, message: Any) -> None:
-        """One timer per name, due at wall-clock `when`."""
-        old = self._timers.pop(name, None)
-        if old is not None:
-            old.cancel()
-        self._timers[name] = self._deps.clock.call_at(when, lambda: self.tell_self(message))

@@ -6,11 +6,11 @@ compacts when a request would not fit, sends it on the worker pool, runs the too
 model asks for (one at a time, on the pool), waits for the person's approval of `confirm`
 tools, and ends the turn at the first answer without tool calls, at the deadline, on a failure,
 when the person cancels it, or when its path runs out of budget. On the user path a
-consequential call's result is first checked by the critic (chalie/act/critic.py), when it is
-on. The mailbox never waits:
-every call comes back as a message. A path differs only by its Policy (deadline, whether a
-person is watching, whether it is governed) and by its Host: where its frames go, whether a
-compaction's Current State is saved, and what happens when the turn ends.
+consequential call's result is first checked by the critic, when it is on; the critic and
+compaction are side calls (driver_side_calls.py). The mailbox never waits: every call comes back
+as a message. A path differs only by its Policy (deadline, whether a person is watching,
+whether it is governed) and by its Host: where its frames go, whether a compaction's Current
+State is saved, and what happens when the turn ends (driver_deps.py).
 """
 
 from __future__ import annotations
@@ -18,17 +18,17 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal
 
-import apsw
 import msgspec
 import structlog
 
-from chalie.act import critic
-from chalie.act.critic import Critic
 from chalie.act.loop import Answer
-from chalie.actors.messages import (
+from chalie.act.stream import DeltaStream
+from chalie.actors.driver_deps import DriverDeps, Ending, Host, Policy
+from chalie.actors.driver_side_calls import SideCalls
+from chalie.actors.turn import Approval, Turn
+from chalie.actors.turn_messages import (
     ApprovalExpired,
     CompactionReturned,
     CriticReturned,
@@ -37,25 +37,11 @@ from chalie.actors.messages import (
     ToolReturned,
     TurnDeadline,
 )
-from chalie.actors.turn import Approval, Turn
-from chalie.actors.work import Work
-from chalie.clock import Clock, Timer
-from chalie.frames import (
-    ActNarration,
-    Escalation,
-    Frame,
-    ImageReady,
-    MessageDelta,
-    Stage,
-    Status,
-)
-from chalie.llm.types import ChatRequest, ChatResponse, ToolCall
-from chalie.store.records import Outcome, StoredCompaction
-from chalie.tools.base import ToolContext, ToolSource
-
-if TYPE_CHECKING:
-    from chalie.background.governor import Governor
-    from chalie.memory.recall import Recall
+from chalie.clock import Timer
+from chalie.frames import ActNarration, Escalation, ImageReady, Stage, Status
+from chalie.llm.types import ChatResponse, ToolCall
+from chalie.store.records import Outcome
+from chalie.tools.base import ToolContext
 
 log = structlog.get_logger("chalie.driver")
 
@@ -68,100 +54,12 @@ def clip(text: str) -> str:
     return text if len(text) <= NARRATION_ARGS_CHARS else text[:NARRATION_ARGS_CHARS] + "…"
 
 
-@dataclass(frozen=True)
-class Policy:
-    """What sets one path's turns apart. `attended`: a person watches the turn (status and
-    narration frames, `confirm` tools ask for approval); unattended turns skip `confirm` tools.
-    `governed`: each LLM request first asks the spending governor for room."""
-
-    path: str
-    attended: bool = True
-    governed: bool = False
-
-
-@dataclass(frozen=True)
-class DriverDeps:
-    work: Work
-    tools: ToolSource
-    clock: Clock
-    read: Callable[[], apsw.Connection]
-    channel: str  # where the turn's output goes (tools see it in their context)
-    request_timeout_s: float
-    approval_timeout_s: float
-    recall: Recall | None = None
-    governor: Governor | None = None
-    live: Callable[[MessageDelta], None] | None = None  # message_delta frames to the person
-    critic: Critic | None = None  # checks consequential calls of attended turns; None: off
-
-
-class DeltaStream:
-    """One LLM call's text as `message_delta` frames, as the provider streams it (on the
-    worker thread). Leading and trailing whitespace never goes out, so an exchange's deltas
-    concatenate to exactly the answer the `message` frame carries (which is stripped).
-    `reset` marks the first delta when earlier deltas of the turn were not the answer."""
-
-    def __init__(self, exchange_id: str, send: Callable[[MessageDelta], None], *,
-                 reset: bool) -> None:
-        self._exchange_id = exchange_id
-        self._send = send
-        self._reset = reset
-        self._started = False
-        self._held = ""  # whitespace that goes out only if more text follows it
-        self.sent = False
-
-    def __call__(self, text: str) -> None:
-        if not self._started:
-            text = text.lstrip()
-            if not text:
-                return
-            self._started = True
-        body = text.rstrip()
-        if not body:
-            self._held += text
-            return
-        out, self._held = self._held + body, text[len(body):]
-        self._send(MessageDelta(exchange_id=self._exchange_id, text=out, reset=self._reset))
-        self._reset = False
-        self.sent = True
-
-
-@dataclass(frozen=True)
-class Ending:
-    """How a turn ended; the host stores it. `paused`: the path ran out of budget before the
-    turn was done (outcome "cancelled"): the work should be tried again later."""
-
-    turn: Turn
-    outcome: Outcome
-    elapsed: float
-    text: str | None = None
-    error: str | None = None
-    recoverable: bool = True
-    paused: bool = False
-
-
-class Host(Protocol):
-    def show(self, *frames: Frame) -> None:
-        """Frames for the person while the turn runs (status, narration, escalation, card)."""
-        ...
-
-    def turn_ended(self, ending: Ending) -> None:
-        """The turn is over: store it. The driver is free for the next turn already."""
-        ...
-
-    def state_written(self, turn: Turn, summary: str) -> None:
-        """Compaction stage 2 wrote a new Current State for the turn's channel."""
-        ...
-
-    def tell_self(self, message: Any) -> None:
-        """Put a message in the host's mailbox (results of pool jobs, timers)."""
-        ...
-
-
 class TurnDriver:
     def __init__(self, *, host: Host, policy: Policy, deps: DriverDeps) -> None:
         self._host = host
         self.policy = policy
         self._d = deps
+        self._side = SideCalls(host=host, policy=policy, deps=deps)
         self.turn: Turn | None = None
 
     # -- life cycle --
@@ -187,14 +85,16 @@ class TurnDriver:
             case ToolReturned(turn_id=tid) if self.owns(tid):
                 self._on_tool(message)
             case CompactionReturned(turn_id=tid) if self.owns(tid):
-                self._on_compaction(message)
+                self._side.compacted(self._require(), message)
+                self.ask()
             case ApprovalExpired(turn_id=tid, approval_id=aid) if self.owns(tid):
                 self.resolve_approval(aid, None)
             case TurnDeadline(turn_id=tid) if self.owns(tid):
                 self.timed_out()
             case CriticReturned(turn_id=tid):
                 if self.owns(tid) and self._require().phase == "critic":
-                    self._on_critic(message)
+                    self._side.critiqued(self._require(), message)
+                    self._next_call()
                 else:  # the turn ended (or was cancelled) while the check was out
                     log.debug("stale_critique_dropped", tool=message.call.name)
             case _:
@@ -235,7 +135,7 @@ class TurnDriver:
             self.finish("cancelled", error=PAUSED, paused=True)
             return
         request = turn.loop.request()
-        if not turn.budget.fits(request) and self._compact(request):
+        if not turn.budget.fits(request) and self._side.compact(turn, request):
             return
         if turn.loop.answer_forced and not turn.responding_sent:
             turn.responding_sent = True
@@ -318,6 +218,18 @@ class TurnDriver:
             return
         self.run_tool(call)
 
+    def run_action(self, skill: str, params: dict[str, Any]) -> None:
+        """An action turn: one skill, run directly: no LLM, zero tokens."""
+        turn = self._require()
+        tools = self._d.tools
+        if tools.get(skill) is None or tools.danger(skill) == "block":
+            known = ", ".join(s.name for s in tools.specs())
+            self.finish("error", error=f"no skill named {skill!r} (skills: {known}, approval)",
+                        recoverable=False)
+            return
+        raw = msgspec.json.encode(params).decode()
+        self.run_tool(ToolCall(f"action_{turn.id[:8]}", skill, params, raw))
+
     def run_tool(self, call: ToolCall, approval: str | None = None) -> None:
         """Run one call on the pool; its result comes back as ToolReturned."""
         turn = self._require()
@@ -360,40 +272,8 @@ class TurnDriver:
             else:
                 self.finish("answered", text=outcome.text)
             return
-        if not outcome.is_error and self._critique(call, record.result):
+        if not outcome.is_error and self._side.critique(turn, call, record.result):
             return
-        self._next_call()
-
-    # -- the critic (spec/message-flow-v1.md, Post-action critic verification) --
-
-    def _critique(self, call: ToolCall, result: str) -> bool:
-        """Check a consequential call's result against what the person asked for, on the pool
-        with the light model; False when this call is not checked."""
-        turn, d = self._require(), self._d
-        remaining = turn.deadline - d.clock.monotonic()
-        if d.critic is None or not self.policy.attended or remaining <= 0 \
-                or not d.critic.checks(call.name, d.tools.danger(call.name)):
-            return False
-        request = d.critic.request(turn.loop, call, result)
-        turn.snap(request, "critic", d.clock.time())
-        turn.phase = "critic"
-        turn_id, timeout, work = turn.id, min(remaining, d.request_timeout_s), d.work
-
-        def job() -> Any:
-            return CriticReturned(turn_id, call, critic.check(
-                lambda r: work.call_llm(r, timeout, light=True), request))
-
-        self._submit(job)
-        return True
-
-    def _on_critic(self, returned: CriticReturned) -> None:
-        """The check came back: ok goes on; a critique goes into the trail; one that needs the
-        person's attention is also shown to them. A failed check goes on as if ok."""
-        turn = self._require()
-        escalation = critic.absorb(turn.loop, returned.call, returned.checked,
-                                   exchange_id=turn.id)
-        if escalation is not None:
-            self._host.show(escalation)
         self._next_call()
 
     # -- the person, mid-turn --
@@ -434,6 +314,15 @@ class TurnDriver:
             expires_in_s=timeout, exchange_id=turn.id,
         ))
 
+    def answer_approval(self, approval_id: str, approve: bool) -> str | None:
+        """The person's answer to an escalation; what to tell them when nothing waits for it."""
+        pending = self.turn.approval if self.turn is not None else None
+        if pending is None or pending.id != approval_id:
+            return (f"no approval {approval_id!r} is waiting (it may have expired or been "
+                    "answered)")
+        self.resolve_approval(approval_id, approve)
+        return None
+
     def resolve_approval(self, approval_id: str, approved: bool | None,
                          reason: str = "") -> None:
         """approved: True runs the call; False (denied) or None (expired) tells the model no;
@@ -461,55 +350,6 @@ class TurnDriver:
             turn.loop.skip(pending.call, "expired", approval=verdict,
                            seconds=f"{d.approval_timeout_s:g}")
         self._next_call()
-
-    # -- compaction (spec/message-flow.md, Mid-ACT Compaction) --
-
-    def _compact(self, request: ChatRequest) -> bool:
-        """Start the next compaction stage for an oversized request; False if none is left."""
-        turn = self._require()
-        tokens = turn.budget.tokens(request)
-        if turn.loop.can_summarise_trail():
-            stage, side = "trail", turn.loop.trail_summary_request()
-        elif turn.loop.can_restart():
-            stage, side = "restart", turn.loop.checkpoint_request()
-        else:
-            log.warning("prompt_over_budget", tokens=tokens, limit=turn.budget.limit)
-            return False
-        log.info("compaction_started", stage=stage, tokens=tokens, limit=turn.budget.limit)
-        turn.snap(side, "compact_trail" if stage == "trail" else "checkpoint",
-                  self._d.clock.time())
-        self._status("thinking")
-        turn.phase = "compacting"
-        remaining = turn.deadline - self._d.clock.monotonic()
-        turn_id, timeout, work = turn.id, min(remaining, self._d.request_timeout_s), self._d.work
-
-        def job() -> Any:
-            return CompactionReturned(turn_id, stage, work.call_llm(side, timeout, light=True),
-                                      tokens)
-
-        self._submit(job)
-        return True
-
-    def _on_compaction(self, returned: CompactionReturned) -> None:
-        turn = self._require()
-        summary = returned.response.text.strip()
-        turn.loop.count(returned.response)
-        if returned.stage == "trail":
-            turn.loop.apply_trail_summary(summary)
-        else:
-            turn.loop.restart(summary)
-        after = turn.budget.tokens(turn.loop.request())
-        turn.compactions.append(StoredCompaction(
-            stage="trail" if returned.stage == "trail" else "restart",
-            tokens_before=returned.tokens_before, tokens_after=after,
-            tokens_used=returned.response.usage.total_tokens, summary=summary,
-            created_at=self._d.clock.time(),
-        ))
-        if returned.stage == "restart":
-            self._host.state_written(turn, summary)
-        log.info("compaction_done", stage=returned.stage, before=returned.tokens_before,
-                 after=after)
-        self.ask()
 
     # -- plumbing --
 

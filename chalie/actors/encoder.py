@@ -30,14 +30,10 @@ import apsw
 import msgspec
 import structlog
 
-from chalie.act.prompts import Prompts
 from chalie.act.snapshots import snapshot
-from chalie.actors.messages import (
+from chalie.actors.encoder_messages import EncodeTail, EncodeWindow, IndexBatch, MemoryGrew
+from chalie.actors.store_writer_messages import (
     DropSpace,
-    EncodeTail,
-    EncodeWindow,
-    IndexBatch,
-    MemoryGrew,
     SaveSnapshots,
     StoreEpisodes,
     StoreVectors,
@@ -51,11 +47,12 @@ from chalie.errors import LlmError, StructuredOutputError
 from chalie.llm.types import LlmProvider
 from chalie.memory import encoding
 from chalie.memory.embedders import Embedder
-from chalie.memory.items import Kind
 from chalie.metrics import Metrics
+from chalie.prompts import Prompts
 from chalie.store import memory_queries as mq
 from chalie.store.concept_rows import ConceptRow
 from chalie.store.memory_writes import SnapshotRow
+from chalie.values.memory import Kind
 
 log = structlog.get_logger("chalie.encoder")
 

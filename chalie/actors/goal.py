@@ -1,9 +1,10 @@
 """Goal pursuit: one Goal actor per active goal, under the GoalSupervisor.
 
-A Goal first plans (one structured-output call, prompts/plan.md): `{"steps": [{"id",
-"description", "depends_on"}], "confidence"}`, checked by chalie/background/plans.py (Kahn's
-algorithm; 4-30 words a step; no two steps alike; confidence over 0.5). A plan that fails the
-checks is asked for again once, with the reasons; a second bad plan fails the goal with them.
+A Goal first plans (chalie/actors/goal_plan.py; one structured-output call, prompts/plan.md):
+`{"steps": [{"id", "description", "depends_on"}], "confidence"}`, checked by
+chalie/background/plans.py (Kahn's algorithm; 4-30 words a step; no two steps alike; confidence
+over 0.5). A plan that fails the checks is asked for again once, with the reasons; a second bad
+plan fails the goal with them.
 Then each ready step (all its dependencies done) runs an ACT loop (prompts/goal_step.md) with
 every tool but `goal`, within what is left of the goal's `goals.max_iterations` and
 `goals.timeout_s` (counted over all its steps). Each step is checkpointed in the transaction
@@ -22,31 +23,22 @@ running is not stored.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import msgspec
 import pykka
 import structlog
 
-from chalie.act.snapshots import snapshot
-from chalie.actors.driver import Ending
-from chalie.actors.messages import (
-    ApplyOps,
-    LlmFailed,
-    OpsApplied,
-    SaveSnapshots,
-    StopGoal,
-    TurnStored,
-    TurnStoreFailed,
-)
+from chalie.actors.background_messages import GoalDone, StopGoal
+from chalie.actors.driver_deps import Ending
+from chalie.actors.goal_plan import PlanReady, PlanRefused, plan_job, plan_steps, plan_text
 from chalie.actors.path import PathActor, PathDeps
+from chalie.actors.store_writer_messages import ApplyOps, OpsApplied, SaveSnapshots
 from chalie.actors.supervisor import Link
+from chalie.actors.turn_messages import LlmFailed, TurnStored, TurnStoreFailed
 from chalie.background import plans
 from chalie.clock import Timer
 from chalie.config import GoalsConfig
-from chalie.errors import StructuredOutputError
-from chalie.llm.types import ChatRequest, Message
 from chalie.store import goal_rows
 from chalie.store.background_ops import (
     GoalSpent,
@@ -59,7 +51,6 @@ from chalie.store.background_ops import (
     StepStatus,
 )
 from chalie.store.goal_rows import GoalRow, StepRow
-from chalie.store.memory_writes import SnapshotRow
 from chalie.store.proactive_rows import ProactiveRow
 from chalie.tools.view import ToolView
 
@@ -68,28 +59,6 @@ log = structlog.get_logger("chalie.goals")
 EXCLUDED_TOOLS = ("goal",)
 RESULT_CHARS = 4000  # of a step's answer kept as its result
 FAILED = 'I could not complete the goal "{goal}": {error}'
-
-
-class PlanReady(msgspec.Struct, frozen=True, tag=True):
-    plan: plans.Plan
-    tokens: int
-    calls: int
-    elapsed_s: float
-    snapshots: tuple[SnapshotRow, ...]
-
-
-class PlanRefused(msgspec.Struct, frozen=True, tag=True):
-    problems: tuple[str, ...]
-    tokens: int
-    calls: int
-    elapsed_s: float
-    snapshots: tuple[SnapshotRow, ...]
-
-
-class GoalDone(msgspec.Struct, frozen=True, tag=True):
-    """To the GoalSupervisor: this goal's actor is finished for good."""
-
-    goal_id: str
 
 
 class _Resume(msgspec.Struct, frozen=True, tag=True):
@@ -185,42 +154,11 @@ class Goal(PathActor):
         self._busy = True
         if self._row.state == "pending":
             self._ops(GoalState(self._goal_id, "planning", d.channel))
-        goal = self._row.goal
         specs = self._tools.specs()
         tools = ", ".join(s.name for s in specs) or d.prompts.fragment("plan_no_tools")
-        work, prompts, clock, timeout = self._work, d.prompts, d.clock, d.llm.request_timeout_s
         log.info("goal_planning", goal_id=self._goal_id)
-
-        def job() -> Any:
-            started = time.perf_counter()
-            problems: list[str] = []
-            tokens = calls = 0
-            snaps: list[SnapshotRow] = []
-            for attempt in (1, 2):
-                body = prompts.render("plan", goal=goal, tools=tools)
-                if problems:
-                    listed = "\n".join(f"- {p}" for p in problems)
-                    body = f"{body}\n\n{prompts.fragment('plan_retry', problems=listed)}"
-                request = ChatRequest(system="", messages=(Message("user", body),),
-                                      response_format=plans.FORMAT)
-                snaps.append(snapshot(request, call=attempt, purpose="plan", now=clock.time()))
-                response = work.call_llm(request, timeout, light=True)
-                tokens += response.usage.total_tokens
-                calls += 1
-                try:
-                    plan = plans.parse(response.text)
-                except StructuredOutputError as e:
-                    problems = [str(e)]
-                    continue
-                problems = plans.problems(plan)
-                if not problems:
-                    return PlanReady(plan, tokens, calls, time.perf_counter() - started,
-                                     tuple(snaps))
-                log.info("goal_plan_refused", goal_id=self._goal_id, attempt=attempt,
-                         problems=problems)
-            return PlanRefused(tuple(problems), tokens, calls, time.perf_counter() - started,
-                               tuple(snaps))
-
+        job = plan_job(goal_id=self._goal_id, goal=self._row.goal, tools=tools, work=self._work,
+                       prompts=d.prompts, clock=d.clock, timeout=d.llm.request_timeout_s)
         self._work.submit(job, turn_id=self._plan_id, reply=self.tell_self)
 
     def _planned(self, outcome: PlanReady | PlanRefused) -> None:
@@ -235,11 +173,7 @@ class Goal(PathActor):
             self._ops(*spent, *self._failure_ops(error), tag="ended")
             return
         plan = outcome.plan
-        by_id = {s.id: s for s in plan.steps}
-        steps = tuple(
-            StepRow(step_id=sid, position=n, description=" ".join(by_id[sid].description.split()),
-                    depends_on=tuple(by_id[sid].depends_on))
-            for n, sid in enumerate(plans.order(plan)))
+        steps = plan_steps(plan)
         log.info("goal_planned", goal_id=self._goal_id, steps=len(steps),
                  confidence=plan.confidence)
         self._ops(*spent, SavePlan(self._goal_id, steps, plan.confidence, d.channel), tag="plan")
@@ -276,8 +210,8 @@ class Goal(PathActor):
         self._ops(StepStatus(self._goal_id, step.step_id, "running", d.channel, attempt=True))
         turn = self.new_turn(
             text=step.description, template="goal_step",
-            extra={"goal": row.goal, "plan": self._plan_text(step), "step_id": step.step_id,
-                   "step": step.description,
+            extra={"goal": row.goal, "plan": plan_text(self._steps, step, d.prompts),
+                   "step_id": step.step_id, "step": step.description,
                    "last": d.prompts.fragment("goal_last_step" if final else "goal_next_step")},
             max_iterations=iterations, timeout_s=seconds, request=(step, final),
         )
@@ -285,16 +219,6 @@ class Goal(PathActor):
                  turn_id=turn.id, iterations_left=iterations, seconds_left=round(seconds, 1))
         self._driver.begin(turn)
         self.gather_context(turn, f"goal.{self._goal_id}")
-
-    def _plan_text(self, current: StepRow) -> str:
-        f = self._deps.prompts.fragment
-        lines = []
-        for s in self._steps:
-            status = "now" if s is current else ("done" if s.status == "done" else "to do")
-            result = f" -> {' '.join(s.result.split())}" if s.result else ""
-            lines.append(f("goal_plan_step", status=status, id=s.step_id,
-                           description=s.description, result=result))
-        return "\n".join(lines)
 
     def turn_ended(self, ending: Ending) -> None:
         d = self._deps

@@ -15,9 +15,8 @@ from typing import Any
 import pykka
 import structlog
 
-from chalie.actors.goal import GoalDone
-from chalie.actors.messages import ChildFailed, RunGoal, StopGoal, ToGoal
-from chalie.actors.supervisor import ChildSpec, Link, Supervisor
+from chalie.actors.background_messages import GoalDone, RunGoal, StopGoal, ToGoal
+from chalie.actors.supervisor import ChildFailed, ChildSpec, Link, Supervisor
 
 log = structlog.get_logger("chalie.goals")
 

@@ -24,7 +24,7 @@ from typing import Any
 import msgspec
 import structlog
 
-from chalie.actors.messages import Pruned, PruneStep, Vacuum, Vacuumed
+from chalie.actors.store_writer_messages import Pruned, PruneStep, Vacuum, Vacuumed
 from chalie.actors.supervisor import Directory, Link, SupervisedActor
 from chalie.clock import Clock, Timer
 from chalie.config import StoreConfig

@@ -20,7 +20,6 @@ import msgspec
 import pykka
 import structlog
 
-from chalie.actors.messages import CheckHealth, HealthChecked, InterfaceChanged, InterfaceGone
 from chalie.actors.supervisor import Link, SupervisedActor
 from chalie.clock import Clock, Timer
 from chalie.config import InterfacesConfig
@@ -34,6 +33,32 @@ from chalie.store.interface_rows import InterfaceRow
 from chalie.tools.catalog import ToolCatalog
 
 log = structlog.get_logger("chalie.interfaces")
+
+
+class InterfaceChanged(msgspec.Struct, frozen=True, tag=True):
+    """To InterfaceHealth, asked: an interface was paired or refreshed (its row as stored) and
+    is online now. Replies once its tools are published."""
+
+    row: InterfaceRow
+
+
+class InterfaceGone(msgspec.Struct, frozen=True, tag=True):
+    """To InterfaceHealth, asked: an interface was unpaired. Replies once its tools and token
+    are gone from what readers see."""
+
+    interface_id: str
+
+
+class CheckHealth(msgspec.Struct, frozen=True, tag=True):
+    """InterfaceHealth's own: time to check every interface."""
+
+
+class HealthChecked(msgspec.Struct, frozen=True, tag=True):
+    """InterfaceHealth's own: one interface's /health answered (`error` None) or not."""
+
+    interface_id: str
+    error: str | None
+    checked_at: float
 
 
 @dataclass(frozen=True)

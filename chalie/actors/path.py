@@ -22,10 +22,12 @@ import structlog
 
 from chalie.act.budget import PromptBudget
 from chalie.act.loop import ActLoop
-from chalie.act.prompts import Prompts
-from chalie.actors.driver import DriverDeps, Ending, Policy, TurnDriver
-from chalie.actors.messages import (
-    CommitTurn,
+from chalie.actors.driver import TurnDriver
+from chalie.actors.driver_deps import DriverDeps, Ending, Policy
+from chalie.actors.store_writer_messages import CommitTurn
+from chalie.actors.supervisor import Directory, Link, SupervisedActor
+from chalie.actors.turn import Turn, turn_record
+from chalie.actors.turn_messages import (
     ContextReady,
     LlmFailed,
     LlmReturned,
@@ -34,8 +36,6 @@ from chalie.actors.messages import (
     TurnStored,
     TurnStoreFailed,
 )
-from chalie.actors.supervisor import Directory, Link, SupervisedActor
-from chalie.actors.turn import Turn, turn_record
 from chalie.actors.work import Work
 from chalie.background.attention import Attention
 from chalie.background.governor import Governor
@@ -47,6 +47,7 @@ from chalie.memory import context
 from chalie.memory.context import ContextSettings, TurnContext
 from chalie.memory.recall import Recall
 from chalie.metrics import Metrics
+from chalie.prompts import Prompts
 from chalie.store.background_ops import Op
 from chalie.tools.base import ToolSource
 from chalie.world.signals import WorldBoard

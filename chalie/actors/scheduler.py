@@ -22,16 +22,12 @@ from typing import Any
 import msgspec
 import structlog
 
-from chalie.actors.driver import Ending
-from chalie.actors.messages import (
-    ApplyOps,
-    OpsApplied,
-    SchedulesChanged,
-    TurnStored,
-    TurnStoreFailed,
-)
+from chalie.actors.background_messages import SchedulesChanged
+from chalie.actors.driver_deps import Ending
 from chalie.actors.path import PathActor, PathDeps
+from chalie.actors.store_writer_messages import ApplyOps, OpsApplied
 from chalie.actors.supervisor import Link
+from chalie.actors.turn_messages import TurnStored, TurnStoreFailed
 from chalie.background import schedules
 from chalie.background.schedules import Spec
 from chalie.clock import Timer

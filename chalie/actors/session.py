@@ -15,71 +15,57 @@ from __future__ import annotations
 
 import uuid
 from collections import deque
-from collections.abc import Callable
-from concurrent.futures import Executor
-from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from contextlib import nullcontext
 from typing import Any
 
-import apsw
-import msgspec
 import pykka
 import structlog
 
 from chalie.act import approval
-from chalie.act.budget import PromptBudget
 from chalie.act.critic import Critic
 from chalie.act.fastpath import is_cancel, is_empty
-from chalie.act.loop import ActLoop
-from chalie.act.prompts import Prompts
-from chalie.actors.driver import DriverDeps, Ending, Policy, TurnDriver
-from chalie.actors.messages import (
+from chalie.actors import session_turn
+from chalie.actors.background_messages import PersonActive
+from chalie.actors.driver import TurnDriver
+from chalie.actors.driver_deps import DriverDeps, Ending, Policy
+from chalie.actors.session_backstop import Backstop
+from chalie.actors.session_cognition import ChannelCognition, TurnCognition
+from chalie.actors.session_deps import SessionDeps
+from chalie.actors.session_idle import IdleWatch
+from chalie.actors.session_messages import (
     ActionRequest,
-    AppendFrames,
     BackstopChecked,
-    CloseOpenExchange,
-    CommitTurn,
-    CompactionReturned,
-    ContextReady,
     FrameRejected,
     IdleAnswer,
     IdleCheck,
-    LlmFailed,
-    LlmReturned,
-    PersonActive,
-    PushLive,
-    RepushExchange,
-    SaveCheckpoint,
     SessionIdle,
     Steer,
     StopIfIdle,
+    UserMessage,
+)
+from chalie.actors.store_writer_messages import (
+    AppendFrames,
+    CloseOpenExchange,
+    RepushExchange,
+    SaveCheckpoint,
+)
+from chalie.actors.supervisor import Link, SupervisedActor
+from chalie.actors.turn import Turn
+from chalie.actors.turn_messages import (
+    CompactionReturned,
+    ContextReady,
+    LlmFailed,
+    LlmReturned,
     ToolReturned,
     TurnDeadline,
     TurnStored,
     TurnStoreFailed,
-    UserMessage,
 )
-from chalie.actors.session_backstop import Backstop, channel_loop
-from chalie.actors.session_cognition import ChannelCognition, TurnCognition
-from chalie.actors.session_idle import IdleWatch
-from chalie.actors.supervisor import Directory, Link, SupervisedActor
-from chalie.actors.turn import Turn, closing_frames, turn_record
 from chalie.actors.work import Work
-from chalie.background.governor import Governor
-from chalie.clock import Clock, Timer
-from chalie.config import ActConfig, CognitionConfig, LlmConfig, StoreConfig
-from chalie.frames import Done, Error, Frame, MessageDelta, Notification, Status, encode_live
-from chalie.llm.types import LlmProvider, ToolCall
-from chalie.memory import context
-from chalie.memory.context import NAME_KEY, ContextSettings
-from chalie.memory.identity import NameStatement, acknowledgement, read_name
-from chalie.memory.recall import Recall
-from chalie.metrics import Metrics
-from chalie.store import cognition_rows, concept_rows, image_rows, queries
-from chalie.store.effects import RememberFact
-from chalie.tools.base import ToolSource
-from chalie.world.signals import WorldBoard
+from chalie.clock import Timer
+from chalie.frames import Done, Error, Frame
+from chalie.memory.identity import read_name
+from chalie.store import queries
 
 log = structlog.get_logger("chalie.session")
 
@@ -87,33 +73,6 @@ CANCELLED = "Okay, I've stopped."
 NOTHING_TO_CANCEL = "Okay."
 EMPTY = "There was nothing in that message to answer."
 POLICY = Policy(path="user", attended=True, governed=False)
-
-
-@dataclass(frozen=True)
-class SessionDeps:
-    """Everything a Session needs from outside; tests swap the provider, clock and pool."""
-
-    provider: LlmProvider
-    tools: ToolSource  # the catalog: innate tools, interfaces' and MCP servers' tools
-    prompts: Prompts
-    act: ActConfig
-    llm: LlmConfig
-    store: StoreConfig
-    read: Callable[[], apsw.Connection]
-    clock: Clock
-    pool: Executor
-    directory: Directory
-    metrics: Metrics
-    recall: Recall
-    context: ContextSettings
-    world: WorldBoard | None = None  # signals for the prompt's world-state section
-    governor: Governor | None = None  # counts the person's tokens too (it never limits them)
-    light: LlmProvider | None = None  # the light job's model (compaction); None: `provider`
-    cognition: CognitionConfig | None = None  # [cognition]; None: no critic
-    timezone: str = "UTC"  # dmn.timezone: the person's local hours (adaptive traits)
-    idle_s: float = 0.0  # server.session_idle_s: stop when idle this long (session_idle.py)
-    # A connection for the one read at start (db.Readers.transient); None: `read`'s own.
-    read_once: Callable[[], AbstractContextManager[apsw.Connection]] | None = None
 
 
 class Session(SupervisedActor):
@@ -135,10 +94,10 @@ class Session(SupervisedActor):
             work=work, tools=deps.tools, clock=deps.clock, read=deps.read, channel=channel,
             request_timeout_s=deps.llm.request_timeout_s,
             approval_timeout_s=deps.act.approval_timeout_s, recall=deps.recall,
-            live=_live_sender(deps.directory, channel),
+            live=session_turn.live_sender(deps.directory, channel),
             critic=Critic.of(deps.cognition, deps.prompts),
         ))
-        self._backstop = Backstop(self, channel=channel, deps=deps, work=work)
+        self._backstop = Backstop(channel=channel, deps=deps, work=work, reply=self.tell_self)
         self._cognition = ChannelCognition(channel, deps)
         # What the post-turn fan-out of the turn being stored needs: its cognition, its text,
         # whether it called tools (a person's chat only).
@@ -239,15 +198,10 @@ class Session(SupervisedActor):
 
     def _on_approval_answer(self, skill: str, params: dict[str, Any]) -> None:
         decision = approval.read_decision(skill, params)
-        turn = self._driver.turn
-        pending = turn.approval if turn else None
-        if isinstance(decision, str):
-            self._emit(Error(message=decision, recoverable=False))
-        elif pending is None or pending.id != decision.approval_id:
-            self._emit(Error(message=f"no approval {decision.approval_id!r} is waiting (it may "
-                             "have expired or been answered)", recoverable=False))
-        else:
-            self._driver.resolve_approval(decision.approval_id, decision.approve)
+        error = decision if isinstance(decision, str) else self._driver.answer_approval(
+            decision.approval_id, decision.approve)
+        if error is not None:
+            self._emit(Error(message=error, recoverable=False))
 
     def _enqueue(self, message: UserMessage | ActionRequest) -> None:
         client_id = message.client_id
@@ -282,48 +236,29 @@ class Session(SupervisedActor):
         turn_id = uuid.uuid4().hex
         structlog.contextvars.bind_contextvars(turn_id=turn_id)
         action = isinstance(request, ActionRequest)
-        text = _action_text(request) if isinstance(request, ActionRequest) else request.text
+        text = session_turn.request_text(request)
         log.info("turn_started", chars=len(text), kind="action" if action else "chat")
-        if _from_person(request):
+        person = session_turn.from_person(request)
+        if person:
             self._person_active()  # the person (not a program) is talking: the DMN waits
         statement = None if action else read_name(text)
         # Only the person's own "thanks" is acknowledged without the model: a program's
         # message (POST /api/messages) is always reasoned about.
-        social = self._cognition.social_reply(text) if _from_person(request) and not action \
-            else None
+        social = self._cognition.social_reply(text) if person and not action else None
         recalls = not action and not is_empty(text) and not is_cancel(text) and not (
             statement is not None and statement.whole) and social is None
-        # First, after only those pure checks: the exchange is open in the log, so a crash from
-        # here on is closed with an error frame by whoever comes next. A turn that goes on to
-        # recall says so in the same message (one transaction for the writer, not two).
-        opening = Status(stage="processing", exchange_id=turn_id, text=text or None,
-                         client_id=request.client_id,
-                         image_ids=request.image_ids if isinstance(request, UserMessage) else ())
-        self._emit(opening, *([Status(stage="retrieving_memory", exchange_id=turn_id)]
-                              if recalls else []))
-        now = datetime.fromtimestamp(d.clock.time(), UTC).strftime("%Y-%m-%d %H:%M UTC")
-        if action:  # runs a skill: no history, no recall
-            loop, upto = channel_loop(d, d.read(), self.channel, text, now, with_history=False)
-        else:  # the context is gathered on the pool once the fast exits are passed
-            loop, upto = self._bare_loop(text, now), 0
-        self._driver.begin(Turn(
-            id=turn_id, loop=loop,
-            budget=PromptBudget(d.llm.context_window, d.act.compaction_threshold,
-                                self._token_ratio),
-            started_at=d.clock.time(), received_at=request.received_at,
-            timeout_s=d.act.timeout_s,
-            source="action" if action else request.source,  # type: ignore[union-attr]
-            client_id=request.client_id, is_action=action, request=request,
-            history_upto=upto,
-            image_ids=request.image_ids if isinstance(request, UserMessage) else (),
-        ))
+        # First, after only those pure checks: the exchange is open in the log.
+        self._emit(*session_turn.opening_frames(request, turn_id, text, recalls=recalls))
+        self._driver.begin(session_turn.new_turn(
+            d, request, turn_id=turn_id, text=text, channel=self.channel,
+            token_ratio=self._token_ratio))
         if isinstance(request, ActionRequest):
-            self._run_action(request)
+            self._driver.run_action(request.skill, request.params)
             return
         # A fast exit (nothing to answer, a cancel, a thanks) only acknowledges the person.
         self._require_turn().cognition = TurnCognition(
             social=social is not None or is_empty(text) or is_cancel(text))
-        if _from_person(request):
+        if person:
             self._cognition.message_arrived(d.clock.time())
         if is_empty(text):
             self._driver.finish("cancelled", text=EMPTY)
@@ -334,102 +269,30 @@ class Session(SupervisedActor):
         if social is not None:  # "thanks!": a deterministic acknowledgement, no LLM call
             self._driver.finish("answered", text=social)
             return
-        if statement is not None and self._identity_hook(statement):
-            return
+        if statement is not None:  # "call me Sam": no LLM call when that is the whole message
+            answer = session_turn.identity_hook(d, self._require_turn(), statement)
+            if answer is not None:
+                self._driver.finish("answered", text=answer)
+                return
         self._gather_context()
 
-    def _bare_loop(self, text: str, now: str) -> ActLoop:
-        """A loop with no context yet: the context arrives before the first request."""
-        d = self._deps
-        return ActLoop(
-            prompts=d.prompts, user_text=text, history=(), tools=d.tools.specs(),
-            max_iterations=d.act.max_iterations, max_result_chars=d.act.max_tool_result_chars,
-            now_text=now,
-        )
-
-    def _run_action(self, request: ActionRequest) -> None:
-        """A deterministic skill, run directly: no LLM, zero tokens."""
-        turn = self._require_turn()
-        tool = self._deps.tools.get(request.skill)
-        if tool is None or self._deps.tools.danger(request.skill) == "block":
-            known = ", ".join(s.name for s in self._deps.tools.specs())
-            self._driver.finish("error", error=f"no skill named {request.skill!r} (skills: "
-                                f"{known}, approval)", recoverable=False)
-            return
-        raw = msgspec.json.encode(request.params).decode()
-        self._driver.run_tool(ToolCall(f"action_{turn.id[:8]}", request.skill, request.params,
-                                       raw))
-
-    # -- memory, before the loop --
-
-    def _identity_hook(self, statement: NameStatement) -> bool:
-        """The identity hook needs no LLM: "call me Sam" stores the name as a trait with the
-        turn; True when that was the whole message, and the turn is answered already."""
-        turn = self._require_turn()
-        fact = RememberFact(key=NAME_KEY, value=statement.name, kind="trait", source="identity",
-                            confidence=1.0)
-        turn.effects.append(fact)
-        log.info("name_stated", whole=statement.whole)
-        if not statement.whole:
-            return False
-        previous = queries.current_value(self._deps.read(), NAME_KEY)
-        self._driver.finish("answered", text=acknowledgement(statement.name, previous))
-        return True
-
     def _gather_context(self) -> None:
-        """Identity, Current State, hybrid recall, history, world state and tools, gathered on
-        the pool (where the query is embedded) and fitted to the budget; the loop starts when
-        they come back."""
+        """The turn's context is gathered on the pool (session_turn.py); the loop starts when
+        it comes back."""
         turn = self._require_turn()
-        d = self._deps
         turn.phase = "context"  # the turn's opening frames said "retrieving_memory" already
-        turn_id, text, channel = turn.id, turn.user_text, self.channel
-        system = turn.loop.system
-        tools = d.tools.specs()
-        pending = tuple(e for e in turn.effects if isinstance(e, RememberFact))
-        ratio = self._token_ratio
-        world = d.world.top() if d.world is not None else []
-        image_ids = turn.image_ids
-        mind = self._cognition.mind.copy()
-        learned = self._cognition.trait_lines()
-        choose_topic = self._cognition.topic_job(text)
-
-        def job() -> Any:
-            conn = d.read()
-            images, missing = image_rows.load(conn, image_ids) if image_ids else ((), [])
-            built = context.build(
-                conn, channel=channel, text=text, recall=d.recall, prompts=d.prompts,
-                system=system, tools=tools, settings=d.context, token_ratio=ratio,
-                pending=pending, world=world, traits=learned,
-                conversation=mind.state_text(d.prompts, cognition_rows.summary(conn, channel)),
-                gists=concept_rows.gists(conn, channel, d.clock.time()),
-            )
-            topic = choose_topic(conn, built)
-            log.info("context_ready", recalled=len(built.recalled), tokens=built.tokens,
-                     degraded=built.degraded, images=len(images),
-                     topic=topic.name if topic else None)
-            return ContextReady(turn_id, built, images, tuple(missing), topic)
-
-        self._work.submit(job, turn_id=turn_id, reply=self.tell_self)
+        job = session_turn.context_job(self._deps, turn, channel=self.channel,
+                                       cognition=self._cognition, token_ratio=self._token_ratio)
+        self._work.submit(job, turn_id=turn.id, reply=self.tell_self)
 
     def _on_context(self, ready: ContextReady) -> None:
         turn = self._require_turn()
-        if ready.missing_images:
+        error = session_turn.missing_images(ready)
+        if error is not None:
             turn.image_ids = ()
-            unknown = ", ".join(repr(i) for i in ready.missing_images)
-            self._driver.finish("error", error=f"image_ids: no image {unknown} (upload it with "
-                                "POST /api/images first)", recoverable=False)
+            self._driver.finish("error", error=error, recoverable=False)
             return
-        turn.loop.images = ready.images
-        ctx = ready.context
-        turn.loop.use_context(identity=ctx.identity, state=ctx.state, memory=ctx.memory,
-                              history=ctx.history, tools=ctx.tools, world=ctx.world)
-        turn.history_upto = ctx.history_upto
-        turn.recalled = ctx.recalled
-        if isinstance(turn.cognition, TurnCognition):
-            c = turn.cognition
-            c.choice, c.recalled_texts, c.vector = ready.topic, ctx.recalled_texts, ctx.vector
-            c.history_messages, c.worlds = len(ctx.history), ctx.worlds
+        session_turn.use_context(turn, ready)
         self._driver.ask()
 
     # -- turn end --
@@ -451,23 +314,17 @@ class Session(SupervisedActor):
             extras = tuple(turn.cognition.ops)
             self._fan_out = (turn.cognition, turn.user_text,
                              bool(turn.loop.metrics().tools))
-        frames = closing_frames(
-            turn, outcome, elapsed, text=ending.text, error=ending.error,
-            recoverable=ending.recoverable, topic=verdict.topic if verdict else None,
-            mode=verdict.mode if verdict else "act",
-            confidence=verdict.confidence if verdict else None)
-        record = turn_record(turn, self.channel, outcome, elapsed, d.clock.time(),
-                             text=ending.text, error=ending.error)
+        commit = session_turn.commit_of(ending, channel=self.channel, now=d.clock.time(),
+                                        verdict=verdict, extras=extras)
+        record = commit.record
         d.metrics.turns.labels(outcome=outcome).inc()
         d.metrics.turn_seconds.observe(elapsed)
         log.info("turn_finished", outcome=outcome, tokens_total=record.tokens_total,
                  llm_calls=record.llm_calls, response_time_s=round(elapsed, 6),
                  llm_s=round(turn.loop.llm_seconds, 6), error=ending.error)
         self._token_ratio = turn.budget.ratio
-        self._storing = (turn.id, turn.client_id, _from_person(turn.request))
-        self._to_writer(CommitTurn(record, frames, turn.received_at,
-                                   notify=_notification(turn.request, ending.text),
-                                   extras=extras))
+        self._storing = (turn.id, turn.client_id, session_turn.from_person(turn.request))
+        self._to_writer(commit)
         # If the writer never answers (it crashed holding this turn), do not wait forever.
         wait = d.store.reply_timeout_s
         turn_id = turn.id
@@ -536,31 +393,3 @@ class Session(SupervisedActor):
     def _to_writer(self, message: Any) -> None:
         self._deps.directory.tell("store_writer", message)
 
-
-def _live_sender(directory: Directory, channel: str) -> Callable[[MessageDelta], None]:
-    """How the turn's message_delta frames reach the channel's sockets: through the
-    StoreWriter (in order with the logged frames), from the worker thread that streams."""
-
-    def send(frame: MessageDelta) -> None:
-        directory.tell("store_writer", PushLive(channel, encode_live(frame)))
-
-    return send
-
-
-def _notification(request: Any, answer: str | None) -> AppendFrames | None:
-    """An interface's message was answered: the answer goes to the person as a notification."""
-    if not isinstance(request, UserMessage) or request.notify_channel is None or not answer:
-        return None
-    return AppendFrames(request.notify_channel,
-                        (Notification(content=answer, topic=request.topic,
-                                      source="interface"),))
-
-
-def _from_person(request: Any) -> bool:
-    """A chat or an action of the person's, not a program's message (POST /api/messages)."""
-    return isinstance(request, ActionRequest) or (
-        isinstance(request, UserMessage) and request.notify_channel is None)
-
-
-def _action_text(request: ActionRequest) -> str:
-    return f"[action] {request.skill} {msgspec.json.encode(request.params).decode()}"

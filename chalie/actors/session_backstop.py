@@ -8,48 +8,32 @@ may lead to; its answer comes back to the Session as BackstopChecked or Compacti
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 import apsw
 import structlog
 
 from chalie.act.budget import PromptBudget, raw_estimate
-from chalie.act.loop import ActLoop
 from chalie.act.snapshots import snapshot
-from chalie.actors.messages import BackstopChecked, CompactionReturned, SaveCheckpoint
+from chalie.actors.session_deps import SessionDeps
+from chalie.actors.session_messages import BackstopChecked
+from chalie.actors.session_turn import channel_loop
+from chalie.actors.store_writer_messages import SaveCheckpoint
+from chalie.actors.turn_messages import CompactionReturned
 from chalie.actors.work import Work
 from chalie.llm.types import estimate_tokens
 from chalie.store import queries
 from chalie.store.records import StoredCompaction
 
-if TYPE_CHECKING:
-    from chalie.actors.session import Session, SessionDeps
-
 log = structlog.get_logger("chalie.session")
 
 
-def channel_loop(d: SessionDeps, conn: apsw.Connection, channel: str, text: str, now: str, *,
-                 with_history: bool) -> tuple[ActLoop, int]:
-    """A loop over the channel's Current State and the history after it; also the last
-    transcript id that history reaches (what a checkpoint made now would cover)."""
-    checkpoint = queries.latest_checkpoint(conn, channel)
-    upto = queries.last_transcript_id(conn, channel)
-    history = queries.recent_transcript(
-        conn, channel, 2 * d.act.history_turns,
-        after_id=checkpoint.upto_transcript_id if checkpoint else 0,
-    ) if with_history else []
-    loop = ActLoop(
-        prompts=d.prompts, user_text=text, history=history, tools=d.tools.specs(),
-        max_iterations=d.act.max_iterations, max_result_chars=d.act.max_tool_result_chars,
-        now_text=now, state=checkpoint.text if checkpoint else "",
-    )
-    return loop, upto
-
-
 class Backstop:
-    def __init__(self, session: Session, *, channel: str, deps: SessionDeps,
-                 work: Work) -> None:
-        self._session = session
+    def __init__(self, *, channel: str, deps: SessionDeps, work: Work,
+                 reply: Callable[[Any], None]) -> None:
+        """`reply` puts the check's answer in the Session's mailbox."""
+        self._reply = reply
         self._channel = channel
         self._d = deps
         self._work = work
@@ -95,7 +79,7 @@ class Backstop:
                              SaveCheckpoint(channel, summary, upto, after_turn, audit, (snap,)))
             return CompactionReturned("backstop", "backstop", response, tokens)
 
-        work.submit(job, turn_id="backstop", reply=self._session.tell_self)
+        work.submit(job, turn_id="backstop", reply=self._reply)
 
     def _rough_tokens(self, conn: apsw.Connection) -> int:
         """A quick upper estimate of the next prompt's size without its context sections:

@@ -19,12 +19,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import tzinfo
-from typing import TYPE_CHECKING
 
 import apsw
 import structlog
 
-from chalie.actors.messages import ApplyOps, EncodeTail
+from chalie.actors.encoder_messages import EncodeTail
+from chalie.actors.session_deps import SessionDeps
+from chalie.actors.store_writer_messages import ApplyOps
+from chalie.actors.turn import Turn
 from chalie.background.attention import resolve_zone
 from chalie.cognition import signals, topics, traits
 from chalie.cognition.mind import Mind, Verdict, judge, track_phase, track_situation
@@ -33,10 +35,7 @@ from chalie.config import CognitionConfig
 from chalie.memory.context import TurnContext
 from chalie.store import queries, trait_rows
 from chalie.store.background_ops import Op, SaveMind, SaveTraits, TopicSeen
-
-if TYPE_CHECKING:
-    from chalie.actors.session import SessionDeps
-    from chalie.actors.turn import Turn
+from chalie.values.cognition import Trait
 
 log = structlog.get_logger("chalie.session")
 
@@ -62,7 +61,7 @@ class ChannelCognition:
         self._deps = deps
         self.settings: CognitionConfig | None = deps.cognition
         self.mind = Mind(channel)
-        self.traits: dict[str, traits.Trait] = {}
+        self.traits: dict[str, Trait] = {}
         self._last_answer: str | None = None  # the answer the person's next message replies to
         self._zone: tzinfo | None = resolve_zone(deps.timezone)[0]
 

@@ -22,7 +22,7 @@ from typing import Any
 import pykka
 import structlog
 
-from chalie.actors.messages import Deliver, IdleAnswer, SessionIdle, StopIfIdle
+from chalie.actors.session_messages import Deliver, IdleAnswer, SessionIdle, StopIfIdle
 from chalie.actors.supervisor import ChildSpec, Link, Supervisor
 
 SessionFactory = Callable[[Link, str], pykka.ActorRef[Any]]

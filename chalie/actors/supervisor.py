@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
+import msgspec
 import pykka
 import structlog
 
-from chalie.actors.messages import ChildFailed, Ping, RestartChild
 from chalie.clock import Clock
 from chalie.config import SupervisorConfig
 from chalie.metrics import Metrics
@@ -30,6 +30,23 @@ from chalie.metrics import Metrics
 log = structlog.get_logger("chalie.supervisor")
 
 STOP_TIMEOUT_S = 10.0
+
+
+class ChildFailed(msgspec.Struct, frozen=True, tag=True):
+    """A child crashed. `pending` holds the messages left in its inbox, to hand to its successor."""
+
+    name: str
+    urn: str
+    error: str
+    pending: tuple[Any, ...] = ()
+
+
+class RestartChild(msgspec.Struct, frozen=True, tag=True):
+    name: str
+
+
+class Ping(msgspec.Struct, frozen=True, tag=True):
+    """Ask a supervisor to answer once it has started its children."""
 
 
 @dataclass(frozen=True)

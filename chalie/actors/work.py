@@ -9,17 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import Executor
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import structlog
 
-from chalie.actors.messages import LlmFailed
+from chalie.actors.turn_messages import LlmFailed
+from chalie.background.governor import Governor
 from chalie.errors import LlmError
 from chalie.llm.types import ChatRequest, ChatResponse, LlmProvider, TextSink
 from chalie.metrics import Metrics
-
-if TYPE_CHECKING:
-    from chalie.background.governor import Governor
 
 log = structlog.get_logger("chalie.work")
 

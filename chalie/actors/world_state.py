@@ -14,17 +14,29 @@ from collections.abc import Callable
 from typing import Any
 
 import apsw
+import msgspec
 import pykka
 import structlog
 
-from chalie.actors.messages import FlushWorld, SaveWorld, SignalsIn
+from chalie.actors.store_writer_messages import SaveWorld
 from chalie.actors.supervisor import Directory, Link, SupervisedActor
 from chalie.clock import Clock, Timer
 from chalie.metrics import Metrics
 from chalie.store import interface_rows
-from chalie.world.signals import Signal, WorldBoard, keep
+from chalie.values.signals import Signal
+from chalie.world.signals import WorldBoard, keep
 
 log = structlog.get_logger("chalie.world")
+
+
+class SignalsIn(msgspec.Struct, frozen=True, tag=True):
+    """To WorldState: accepted signals (from REST or a broadcast stream)."""
+
+    signals: tuple[Signal, ...]
+
+
+class FlushWorld(msgspec.Struct, frozen=True, tag=True):
+    """WorldState's own: write world state to the store now."""
 
 
 class WorldState(SupervisedActor):

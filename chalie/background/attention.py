@@ -18,7 +18,6 @@ Thread-safe: the DMN and every Goal actor decide through one Attention.
 from __future__ import annotations
 
 import os
-import re
 import threading
 from collections import deque
 from collections.abc import Iterable
@@ -31,22 +30,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from chalie.clock import Clock
 
 WINDOW_S = 86_400.0
-_SPAN = re.compile(r"^\s*([01]?\d|2[0-3]):([0-5]\d)\s*-\s*([01]?\d|2[0-3]):([0-5]\d)\s*$")
 _ZONEINFO_DIRS = ("/usr/share/zoneinfo/", "/usr/lib/zoneinfo/", "/usr/share/lib/zoneinfo/")
 
 Status = Literal["sent", "deferred", "suppressed"]
-
-
-def parse_span(text: str) -> tuple[int, int] | None:
-    """"23:00-08:00" as (start, end) minutes after midnight; "" as None (no quiet hours).
-    Raises ValueError naming the expected form."""
-    if not text.strip():
-        return None
-    found = _SPAN.match(text)
-    if found is None:
-        raise ValueError(f"must be HH:MM-HH:MM (e.g. 23:00-08:00) or empty, got {text!r}")
-    h1, m1, h2, m2 = (int(g) for g in found.groups())
-    return h1 * 60 + m1, h2 * 60 + m2
 
 
 def resolve_zone(name: str) -> tuple[ZoneInfo | None, str]:

@@ -19,11 +19,12 @@ from typing import Any
 import apsw
 import msgspec
 
-from chalie.act.prompts import Prompts
 from chalie.memory.context import identity_text, world_text
 from chalie.memory.redact import Redactor
+from chalie.prompts import Prompts
 from chalie.store import goal_rows, memory_queries, proactive_rows, queries
-from chalie.world.signals import Salient, Signal
+from chalie.values.signals import Signal
+from chalie.world.signals import Salient
 
 NO_ACTION = "NOTHING"  # the DMN's answer for "no message": prompts/dmn.md says so
 EPISODES = 8

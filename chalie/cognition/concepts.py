@@ -1,8 +1,9 @@
 """Concepts and spreading activation, the pure part (message-flow-v1, the drift engine).
 
 The encoder names the concepts of each conversation window; the store keeps them with a
-strength that grows with each mention and decays with time (half-life HALF_LIFE_S), and links
-between concepts of one window that grow and decay the same way. When the DMN thinks, a few
+strength that grows with each mention and decays with time (half-life HALF_LIFE_S, in
+chalie/values/cognition.py), and links between concepts of one window that grow and decay the
+same way. When the DMN thinks, a few
 seed concepts are drawn (decaying 0.35: strong ones not seen lately; recent 0.25; salient 0.15:
 the strongest; insight 0.15: the most connected; random 0.10) with a seeded random.Random, so
 the same store and seed give the same thought material. Activation spreads from the seeds along
@@ -17,7 +18,8 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-HALF_LIFE_S = 14 * 86400.0  # a concept's (and a link's) strength halves in this time unseen
+from chalie.values.cognition import Concept, Link, decayed
+
 COOLDOWN_S = 3600.0  # a concept activated this recently rests
 SEEDS = 3
 MAX_DEPTH = 2
@@ -29,34 +31,11 @@ SEED_WEIGHTS: tuple[tuple[str, float], ...] = (
 
 
 @dataclass(frozen=True)
-class Concept:
-    id: int
-    name: str
-    strength: float  # as stored at last_seen
-    last_seen: float
-    last_activated: float | None = None
-
-
-@dataclass(frozen=True)
-class Link:
-    a: int
-    b: int
-    relation: str
-    strength: float  # as stored at updated_at
-    updated_at: float
-
-
-@dataclass(frozen=True)
 class Activated:
     id: int
     name: str
     activation: float
     seed: str | None  # the seed strategy that chose it, or None when activation reached it
-
-
-def decayed(strength: float, since: float, now: float) -> float:
-    """`strength` as of `since`, decayed to `now`."""
-    return float(strength * 0.5 ** (max(0.0, now - since) / HALF_LIFE_S))
 
 
 def cooling(concept: Concept, now: float) -> bool:

@@ -15,11 +15,11 @@ from typing import Any, get_args
 import apsw
 import msgspec
 
-from chalie.act.prompts import Prompts
 from chalie.cognition import confidence as conf
 from chalie.cognition.signals import NlpSignals, Phase, next_phase
 from chalie.cognition.situation import Situation, update
 from chalie.cognition.topics import TopicChoice
+from chalie.prompts import Prompts
 from chalie.store import cognition_rows
 
 

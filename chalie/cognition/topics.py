@@ -24,7 +24,6 @@ from chalie.cognition.confidence import FOK_START
 from chalie.cognition.words import content_words, topic_name
 
 STICKINESS = 0.05  # added to the current topic's similarity
-MAX_KEYWORDS = 40  # content words a topic keeps for matching without vectors
 
 
 class TopicChoice(msgspec.Struct, frozen=True):
@@ -65,12 +64,6 @@ def choose(conn: apsw.Connection, *, channel: str, text: str, vector: bytes | No
         return TopicChoice(topic_id, name, False, round(min(1.0, similarity), 4), fok, mine)
     return TopicChoice(uuid.uuid4().hex, topic_name(text), True,
                        round(best[0], 4) if best else 0.0, FOK_START, mine)
-
-
-def merged_keywords(old: str, new: tuple[str, ...]) -> str:
-    """The newest message's words first, then the topic's older ones, MAX_KEYWORDS in all."""
-    words = list(dict.fromkeys((*new, *old.split())))
-    return " ".join(words[:MAX_KEYWORDS])
 
 
 def containment(words: tuple[str, ...], keywords: str) -> float:

@@ -25,11 +25,10 @@ import unicodedata
 from collections.abc import Mapping
 from datetime import datetime, tzinfo
 
-import msgspec
-
-from chalie.act.prompts import Prompts
 from chalie.cognition.signals import NlpSignals, nlp_signals
 from chalie.cognition.words import TOKEN, normalise, wordset
+from chalie.prompts import Prompts
+from chalie.values.cognition import Trait
 
 HALF_LIFE_DAYS = 30.0  # every trait's evidence halves in this many days
 STRONG = 1.0  # explicit feedback about the answer's length
@@ -50,14 +49,6 @@ TONE_SHARE = 0.65  # and that way's share
 
 LENGTHS = ("short", "medium", "long")
 _DAY_S = 86_400.0
-
-
-class Trait(msgspec.Struct, frozen=True):
-    """One trait: its scores (label or hour -> decayed evidence), their sum, when last changed."""
-
-    value: dict[str, float]
-    weight: float
-    updated_at: float
 
 
 Traits = Mapping[str, Trait]

@@ -4,28 +4,25 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import apsw
 
-from chalie.act.prompts import Prompts
 from chalie.actors.supervisor import Directory
+from chalie.background.governor import Governor
 from chalie.clock import Clock
 from chalie.config import Config
 from chalie.edge.auth import Authenticator, LoginThrottle
 from chalie.edge.hub import SocketHub
 from chalie.edge.ratelimit import RestRateLimit
+from chalie.edge.subscriptions import Subscriptions
+from chalie.interfaces.board import InterfaceBoard
+from chalie.interfaces.client import InterfaceClient
+from chalie.llm.factory import Models
 from chalie.memory.recall import Recall
 from chalie.metrics import Metrics
+from chalie.prompts import Prompts
+from chalie.tools.catalog import ToolCatalog
 from chalie.world.signals import SignalGate, WorldBoard
-
-if TYPE_CHECKING:
-    from chalie.background.governor import Governor
-    from chalie.edge.subscriptions import Subscriptions
-    from chalie.interfaces.board import InterfaceBoard
-    from chalie.interfaces.client import InterfaceClient
-    from chalie.llm.factory import Models
-    from chalie.tools.catalog import ToolCatalog
 
 
 @dataclass

@@ -9,7 +9,7 @@ import structlog
 import tornado.ioloop
 import tornado.web
 
-from chalie.actors.messages import CreateAuthSession, EndAuthSession
+from chalie.actors.store_writer_messages import CreateAuthSession, EndAuthSession
 from chalie.edge.auth import COOKIE, Authenticator, LoginThrottle, token_hash
 from chalie.edge.rest_base import JsonHandler
 from chalie.edge.session_cookie import clear_session_cookie, set_session_cookie

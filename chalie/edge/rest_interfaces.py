@@ -18,11 +18,10 @@ from typing import Any
 import msgspec
 import structlog
 
-from chalie.actors.messages import (
+from chalie.actors.interface_health import InterfaceChanged, InterfaceGone
+from chalie.actors.store_writer_messages import (
     CreatePairingKey,
     DeleteInterface,
-    InterfaceChanged,
-    InterfaceGone,
     PairInterface,
     UpdateCapabilities,
 )

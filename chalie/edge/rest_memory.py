@@ -11,7 +11,7 @@ from typing import Any, ClassVar, Literal
 
 import apsw
 
-from chalie.actors.messages import ForgetItem
+from chalie.actors.store_writer_messages import ForgetItem
 from chalie.edge.rest_base import (
     MAX_SQL_INT,
     ApiError,
@@ -21,10 +21,10 @@ from chalie.edge.rest_base import (
     whole_number,
 )
 from chalie.memory import fts
-from chalie.memory.items import Kind, split
 from chalie.memory.recall import Hit, Recalled
 from chalie.memory.redact import Redactor
 from chalie.store import memory_queries as mq
+from chalie.values.memory import Kind, split
 
 MAX_QUERY_CHARS = 1000
 MAX_LIMIT = 1000

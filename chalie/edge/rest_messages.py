@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from chalie.actors.messages import Deliver, UserMessage
+from chalie.actors.session_messages import Deliver, UserMessage
 from chalie.edge.rest_base import ApiError, JsonHandler
 
 MAX_TEXT = 20_000

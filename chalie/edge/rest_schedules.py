@@ -17,7 +17,7 @@ from typing import Any
 import apsw
 import msgspec
 
-from chalie.actors.messages import ApplyOps, OpsApplied
+from chalie.actors.store_writer_messages import ApplyOps, OpsApplied
 from chalie.background import schedules
 from chalie.background.schedules import ScheduleError
 from chalie.edge.rest_base import ApiError, AuthedHandler, QueryParams, shown

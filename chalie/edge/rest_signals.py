@@ -10,18 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalie.actors.messages import SignalsIn
+from chalie.actors.world_state import SignalsIn
 from chalie.edge.auth import COOKIE
 from chalie.edge.rest_base import ApiError, JsonHandler
-from chalie.world.signals import (
-    CHAT_UI,
-    Rejection,
-    Signal,
-    SignalGate,
-    allowed_types,
-    decode_batch,
-    parse,
-)
+from chalie.values.signals import Signal
+from chalie.world.signals import CHAT_UI, Rejection, SignalGate, allowed_types, decode_batch, parse
 
 RETRY_AFTER_S = 1  # what a rate-limited sender is told to wait
 

@@ -12,7 +12,7 @@ import uuid
 
 import msgspec
 
-from chalie.actors.messages import DeleteSubscription, SaveSubscription
+from chalie.actors.store_writer_messages import DeleteSubscription, SaveSubscription
 from chalie.edge.rest_base import ApiError, AuthedHandler, shown
 from chalie.edge.subscriptions import Subscriptions, check
 from chalie.store.interface_rows import SubscriptionRow

@@ -14,7 +14,7 @@ import structlog
 import tornado.ioloop
 import tornado.web
 
-from chalie.actors.messages import RotateAuthSession
+from chalie.actors.store_writer_messages import RotateAuthSession
 from chalie.edge.auth import COOKIE, ROTATE_GRACE_S, Authenticator, token_hash
 from chalie.edge.context import EdgeContext
 

@@ -26,18 +26,18 @@ import structlog
 from tornado.httpclient import HTTPRequest
 from tornado.websocket import WebSocketClientConnection, websocket_connect
 
-from chalie.actors.messages import SignalsIn
 from chalie.actors.supervisor import Directory
+from chalie.actors.world_state import SignalsIn
 from chalie.clock import Clock
 from chalie.config import SubscriptionsConfig
 from chalie.metrics import Metrics
 from chalie.store.interface_rows import SubscriptionRow
+from chalie.values.signals import Signal
 from chalie.world.signals import (
     ANY_TYPE,
     MAX_TYPE,
     TYPE_RE,
     Rejection,
-    Signal,
     SignalGate,
     SignalIn,
     allowed_types,

@@ -14,11 +14,11 @@ import pykka
 import structlog
 import tornado.websocket
 
-from chalie.actors.messages import (
+from chalie.actors.background_messages import PersonConnected
+from chalie.actors.session_messages import (
     ActionRequest,
     Deliver,
     FrameRejected,
-    PersonConnected,
     Steer,
     UserMessage,
 )

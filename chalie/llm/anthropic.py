@@ -10,6 +10,9 @@ Where the wire differs from the internal shape:
   `tool_choice`, and the forced call's input comes back as the response's text.
 - `thinking` blocks are reasoning, never part of the answer.
 
+This module builds the request and speaks HTTP (timeouts, errors classed, the model list); the
+answer, a whole message or a stream of events, is read by chalie/llm/anthropic_stream.py.
+
 One attempt per call: retries and fallback are the caller's (chalie/llm/route.py), which needs
 to see each failure classed (LlmUnavailable, LlmHttpError.kind, LlmBadResponse).
 """
@@ -20,13 +23,13 @@ import base64
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 import msgspec
 
 from chalie.errors import LlmBadResponse, LlmHttpError, LlmUnavailable
+from chalie.llm.anthropic_stream import Answer, StreamAssembler, error_detail, whole_answer
 from chalie.llm.sse import iter_sse, retry_after
 from chalie.llm.types import (
     NOT_RUN,
@@ -34,67 +37,14 @@ from chalie.llm.types import (
     ChatResponse,
     Message,
     TextSink,
-    ToolCall,
     Usage,
     answer_every_call,
     estimate_tokens,
-    parse_tool_arguments,
 )
 
 _FINISH = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls",
            "max_tokens": "length"}
-# An `event: error` arrives after the 200 status line; these are the statuses Anthropic gives
-# the same errors when it can still send one, so the caller classes them alike.
-_STREAM_ERROR_STATUS = {"overloaded_error": 529, "rate_limit_error": 429, "api_error": 500}
 _STRUCTURED_TOOL = "Give your whole answer as this tool's input; it is read as your reply."
-
-
-class _Block(msgspec.Struct):
-    type: str
-    text: str = ""
-    thinking: str = ""
-    id: str = ""
-    name: str = ""
-    input: Any = None
-
-
-class _Usage(msgspec.Struct):
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    cache_creation_input_tokens: int | None = None
-    cache_read_input_tokens: int | None = None
-
-
-class _Message(msgspec.Struct):
-    content: list[_Block]
-    type: str = "message"
-    stop_reason: str | None = None
-    usage: _Usage | None = None
-
-
-class _Delta(msgspec.Struct):
-    type: str = ""
-    text: str = ""
-    partial_json: str = ""
-    thinking: str = ""
-    stop_reason: str | None = None
-
-
-class _ErrorDetail(msgspec.Struct):
-    type: str = ""
-    message: str = ""
-
-
-class _Event(msgspec.Struct):
-    """A stream event, or an error body ({"type": "error", "error": {...}})."""
-
-    type: str = ""
-    index: int = 0
-    message: _Message | None = None
-    content_block: _Block | None = None
-    delta: _Delta | None = None
-    usage: _Usage | None = None
-    error: _ErrorDetail | None = None
 
 
 class _Model(msgspec.Struct):
@@ -105,20 +55,7 @@ class _ModelList(msgspec.Struct):
     data: list[_Model]
 
 
-_decode_message = msgspec.json.Decoder(_Message).decode
-_decode_event = msgspec.json.Decoder(_Event).decode
 _decode_models = msgspec.json.Decoder(_ModelList).decode
-
-
-@dataclass
-class _Answer:
-    """A message as read off the wire, before it becomes a ChatResponse."""
-
-    text: str
-    reasoning: str
-    calls: list[ToolCall]
-    stop_reason: str | None
-    usage: _Usage | None
 
 
 class AnthropicProvider:
@@ -166,7 +103,7 @@ class AnthropicProvider:
                                          headers={"content-type": "application/json"})
                 if resp.status_code >= 400:
                     raise _http_error(resp)
-                answer = _from_message(resp.content)
+                answer = whole_answer(resp.content)
                 if on_text is not None and answer.text and request.response_format is None:
                     on_text(answer.text)
         return _to_response(answer, request, time.monotonic() - started)
@@ -204,18 +141,18 @@ class AnthropicProvider:
         return body
 
     def _streamed(self, body: bytes, timeout_s: float, deadline: float,
-                  on_text: TextSink) -> _Answer:
+                  on_text: TextSink) -> Answer:
         with self._client.stream("POST", "messages", content=body, timeout=_timeout(timeout_s),
                                  headers={"content-type": "application/json"}) as resp:
             if resp.status_code >= 400:
                 resp.read()
                 raise _http_error(resp)
             if resp.headers.get("content-type", "").startswith("application/json"):
-                answer = _from_message(resp.read())  # a server that does not stream
+                answer = whole_answer(resp.read())  # a server that does not stream
                 if answer.text:
                     on_text(answer.text)
                 return answer
-            stream = _Stream()
+            stream = StreamAssembler()
             try:
                 for event, data in iter_sse(_until(deadline, timeout_s, resp.iter_lines()),
                                             unfinished=False):
@@ -290,112 +227,7 @@ def _blocks(m: Message) -> list[dict[str, Any]]:
     return blocks
 
 
-def _from_message(content: bytes) -> _Answer:
-    try:
-        msg = _decode_message(content)
-    except msgspec.DecodeError as e:
-        raise LlmBadResponse(f"the Anthropic answer is not a message: {e}") from e
-    if msg.type != "message":
-        raise LlmBadResponse(f"the Anthropic answer is a {msg.type!r}, not a message")
-    text: list[str] = []
-    reasoning: list[str] = []
-    calls: list[ToolCall] = []
-    for b in msg.content:
-        if b.type == "text":
-            text.append(b.text)
-        elif b.type == "thinking":
-            reasoning.append(b.thinking)
-        elif b.type == "tool_use":
-            raw = msgspec.json.encode(b.input if b.input is not None else {}).decode()
-            calls.append(_tool_call(b, raw))
-    return _Answer("".join(text), "".join(reasoning), calls, msg.stop_reason, msg.usage)
-
-
-def _tool_call(block: _Block, raw: str) -> ToolCall:
-    args, error = parse_tool_arguments(raw)
-    return ToolCall(call_id=block.id, name=block.name, args=args, raw_args=raw or "{}",
-                    args_error=error)
-
-
-@dataclass
-class _Part:
-    """One content block of a streamed message: its start and the pieces of its deltas."""
-
-    block: _Block
-    pieces: list[str] = field(default_factory=list)
-    call: ToolCall | None = None
-
-
-class _Stream:
-    """What the events of one streamed message add up to."""
-
-    def __init__(self) -> None:
-        self.parts: dict[int, _Part] = {}
-        self.usage: _Usage | None = None
-        self.stop_reason: str | None = None
-        self.done = False
-
-    def feed(self, event: str, data: str) -> str:
-        """Take one event in; returns the answer text it adds ("" for every other event)."""
-        try:
-            ev = _decode_event(data)
-        except msgspec.DecodeError as e:
-            raise LlmBadResponse(f"an Anthropic stream event ({event}) is unreadable: {e}") from e
-        kind = ev.type or event
-        part = self.parts.get(ev.index)
-        if kind == "content_block_delta" and ev.delta is not None and part is not None:
-            delta = ev.delta
-            if delta.type == "text_delta" and part.block.type == "text":
-                part.pieces.append(delta.text)
-                return delta.text
-            if delta.type == "input_json_delta":
-                part.pieces.append(delta.partial_json)
-            elif delta.type == "thinking_delta":
-                part.pieces.append(delta.thinking)
-        elif kind == "content_block_start" and ev.content_block is not None:
-            self.parts[ev.index] = _Part(ev.content_block)
-        elif kind == "content_block_stop" and part is not None and part.block.type == "tool_use":
-            part.call = self._call(part)
-        elif kind == "message_start" and ev.message is not None:
-            self._count(ev.message.usage)
-        elif kind == "message_delta":
-            self._count(ev.usage)
-            if ev.delta is not None and ev.delta.stop_reason is not None:
-                self.stop_reason = ev.delta.stop_reason
-        elif kind == "message_stop":
-            self.done = True
-        elif kind == "error":
-            err = ev.error or _ErrorDetail()
-            raise LlmHttpError(_STREAM_ERROR_STATUS.get(err.type, 400), data,
-                               detail=err.message or err.type or None)
-        return ""
-
-    def answer(self) -> _Answer:
-        ordered = [self.parts[i] for i in sorted(self.parts)]
-        text = "".join("".join(p.pieces) for p in ordered if p.block.type == "text")
-        reasoning = "".join("".join(p.pieces) for p in ordered if p.block.type == "thinking")
-        calls = [p.call or self._call(p) for p in ordered if p.block.type == "tool_use"]
-        return _Answer(text, reasoning, calls, self.stop_reason, self.usage)
-
-    @staticmethod
-    def _call(part: _Part) -> ToolCall:
-        raw = "".join(part.pieces)
-        if not raw and part.block.input:  # the whole input came with the block's start
-            raw = msgspec.json.encode(part.block.input).decode()
-        return _tool_call(part.block, raw)
-
-    def _count(self, usage: _Usage | None) -> None:
-        """Usage is cumulative: a later event's counts replace the earlier ones it names."""
-        if usage is None:
-            return
-        if self.usage is None:
-            self.usage = _Usage()
-        for name in usage.__struct_fields__:
-            if (value := getattr(usage, name)) is not None:
-                setattr(self.usage, name, value)
-
-
-def _to_response(answer: _Answer, request: ChatRequest, latency: float) -> ChatResponse:
+def _to_response(answer: Answer, request: ChatRequest, latency: float) -> ChatResponse:
     text, calls = answer.text, tuple(answer.calls)
     finish = _FINISH.get(answer.stop_reason or "", answer.stop_reason or "stop")
     if (rf := request.response_format) is not None:
@@ -424,12 +256,5 @@ def _timeout(timeout_s: float) -> httpx.Timeout:
 
 
 def _http_error(resp: httpx.Response) -> LlmHttpError:
-    try:
-        error = _decode_event(resp.content).error
-    except msgspec.DecodeError:
-        error = None
-    return LlmHttpError(resp.status_code, resp.text,
-                        detail=(error.message or None) if error is not None else None,
+    return LlmHttpError(resp.status_code, resp.text, detail=error_detail(resp.content),
                         retry_after_s=retry_after(resp.headers, time.time()))
-
-

@@ -15,16 +15,16 @@ from typing import Any
 import msgspec
 import structlog
 
-from chalie.act.prompts import Prompts
 from chalie.config import JOBS, LlmConfig
 from chalie.errors import LlmError
 from chalie.llm.anthropic import AnthropicProvider
 from chalie.llm.openai_compat import OpenAICompatProvider
-from chalie.llm.repair import PromptedTools
+from chalie.llm.prompted import PromptedTools
 from chalie.llm.route import Endpoint, Job
 from chalie.llm.scripted import ScriptedProvider
 from chalie.llm.types import LlmProvider
 from chalie.metrics import Metrics
+from chalie.prompts import Prompts
 
 log = structlog.get_logger("chalie.llm")
 

@@ -7,6 +7,8 @@ from typing import Any, Protocol
 
 import msgspec
 
+from chalie.values.images import Image
+
 TextSink = Callable[[str], None]
 """Where a streaming provider hands each piece of the answer's text as it arrives."""
 
@@ -28,13 +30,6 @@ class ToolCall(msgspec.Struct, frozen=True):
     args: dict[str, Any] | None
     raw_args: str
     args_error: str | None = None
-
-
-class Image(msgspec.Struct, frozen=True):
-    """An image the person attached: its bytes and MIME type (image/png, jpeg, webp, gif)."""
-
-    media_type: str
-    data: bytes
 
 
 class Message(msgspec.Struct, frozen=True):

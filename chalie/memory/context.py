@@ -16,17 +16,17 @@ import apsw
 import msgspec
 import structlog
 
-from chalie.act.prompts import Prompts
 from chalie.llm.types import ToolSpec, estimate_tokens
 from chalie.memory import assembly
 from chalie.memory.assembly import PINNED, Piece
-from chalie.memory.items import Item, Kind, knowledge_text, mkey
 from chalie.memory.recall import Hit, Recall, Recalled
 from chalie.memory.redact import Redactor
+from chalie.prompts import Prompts
 from chalie.store import memory_queries as mq
 from chalie.store import queries
 from chalie.store.effects import RememberFact
 from chalie.store.queries import HistoryLine
+from chalie.values.memory import Item, Kind, knowledge_text, mkey
 from chalie.world.signals import Salient
 
 log = structlog.get_logger("chalie.memory")

@@ -15,14 +15,14 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from chalie.act.prompts import Prompts
 from chalie.errors import StructuredOutputError
 from chalie.llm.structured import decode_structured, structured
 from chalie.llm.types import ChatRequest, Message
-from chalie.memory.keys import MAX_KEY_CHARS, normalise_key
+from chalie.prompts import Prompts
 from chalie.store.effects import RememberFact
 from chalie.store.memory_queries import WindowLine
 from chalie.store.memory_writes import EpisodeRow
+from chalie.values.keys import MAX_KEY_CHARS, normalise_key
 
 LINE_CHARS = 1000  # a message longer than this is shown cut in the window
 MAX_EPISODES = 8

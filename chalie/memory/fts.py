@@ -21,7 +21,7 @@ import weakref
 
 import apsw
 
-from chalie.memory.keys import SPELLINGS
+from chalie.values.keys import SPELLINGS
 
 MAX_TERMS = 8  # the rarest terms of a query that are searched
 MAX_POSTINGS = 400  # rows those terms may match together (the rarest term is always searched)
@@ -94,7 +94,7 @@ def match_expression(terms: list[str]) -> str:
 
 def search(conn: apsw.Connection, text: str, limit: int, *, kind: int | None = None) -> list[int]:
     """Memory keys of the items that best match `text` by BM25, best first; with `kind`, only
-    items of that kind (chalie.memory.items.Kind)."""
+    items of that kind (chalie.values.memory.Kind)."""
     terms = query_terms(conn, text)
     if not terms or limit <= 0:
         return []

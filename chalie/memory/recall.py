@@ -33,9 +33,9 @@ from chalie.clock import Clock
 from chalie.config import MemoryConfig
 from chalie.memory import fts
 from chalie.memory.embedders import Embedder
-from chalie.memory.items import Item, Kind, split
 from chalie.metrics import Metrics
 from chalie.store import memory_queries as mq
+from chalie.values.memory import Item, Kind, split
 
 log = structlog.get_logger("chalie.memory")
 

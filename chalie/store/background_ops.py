@@ -18,7 +18,6 @@ from typing import Any
 import apsw
 import msgspec
 
-from chalie.cognition.traits import Trait
 from chalie.frames import Frame, Notification, Task
 from chalie.store import (
     cognition_rows,
@@ -32,6 +31,7 @@ from chalie.store import (
 from chalie.store.goal_rows import StepRow
 from chalie.store.proactive_rows import ProactiveRow
 from chalie.store.schedule_rows import ScheduleRow
+from chalie.values.cognition import Trait
 
 
 class InsertImage(msgspec.Struct, frozen=True, tag=True):

@@ -7,7 +7,7 @@ from typing import Any
 
 import apsw
 
-from chalie.cognition.topics import merged_keywords
+MAX_KEYWORDS = 40  # content words a topic keeps for matching without vectors
 
 
 def topic_seen(conn: apsw.Connection, *, topic_id: str, channel: str, name: str, new: bool,
@@ -37,6 +37,12 @@ def topic_seen(conn: apsw.Connection, *, topic_id: str, channel: str, name: str,
         (merged_keywords(str(row[0]), keywords), fok, now, vector, space_id, vector, vector,
          vector, vector, space_id, topic_id),
     )
+
+
+def merged_keywords(old: str, new: tuple[str, ...]) -> str:
+    """The newest message's words first, then the topic's older ones, MAX_KEYWORDS in all."""
+    words = list(dict.fromkeys((*new, *old.split())))
+    return " ".join(words[:MAX_KEYWORDS])
 
 
 STATE_FIELDS = ("topic_id", "streak", "focus_id", "phase", "exchanges", "confidence", "mode",

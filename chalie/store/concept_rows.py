@@ -10,7 +10,7 @@ from itertools import combinations
 import apsw
 import msgspec
 
-from chalie.cognition.concepts import Concept, Link, decayed
+from chalie.values.cognition import Concept, Link, decayed
 
 MERGE_SIMILARITY = 0.9  # a new concept this close (cosine) to a stored one is that one
 GRAPH_CONCEPTS = 500  # the strongest, most recent concepts spreading activation looks at

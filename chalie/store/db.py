@@ -89,7 +89,7 @@ def schema_version(conn: apsw.Connection) -> int:
 def migrate(conn: apsw.Connection, upto: int | None = None) -> int:
     """Apply the migrations the database has not seen (those numbered up to `upto`, when
     given); returns the resulting version."""
-    from chalie.memory.keys import normalise_key  # noqa: PLC0415  (pure; only migrations use it)
+    from chalie.values.keys import normalise_key  # noqa: PLC0415  (pure; only migrations use it)
 
     version = schema_version(conn)
 

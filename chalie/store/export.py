@@ -31,10 +31,10 @@ import apsw
 import msgspec
 
 from chalie.errors import StoreError
-from chalie.memory.items import Kind, episode_text, knowledge_text, mkey
 from chalie.store import db
 from chalie.store.memory_writes import index_text
 from chalie.store.queries import search_text
+from chalie.values.memory import Kind, episode_text, knowledge_text, mkey
 
 FORMAT = 1
 

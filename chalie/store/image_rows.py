@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import apsw
 
-from chalie.llm.types import Image
+from chalie.values.images import Image
 
 # What an image's first bytes say it is. WebP is RIFF....WEBP; GIF is GIF87a or GIF89a.
 _MAGIC: tuple[tuple[bytes, int, str], ...] = (

@@ -11,7 +11,7 @@ from typing import Any
 import apsw
 import msgspec
 
-from chalie.world.signals import Signal
+from chalie.values.signals import Signal
 
 USED_KEYS_KEPT_S = 86400.0  # used and expired pairing keys are deleted after a day
 

@@ -9,8 +9,8 @@ from typing import Any
 import apsw
 import msgspec
 
-from chalie.memory.items import Item, Kind, episode_text, knowledge_text, mkey, split
 from chalie.store.memory_writes import vec_table
+from chalie.values.memory import Item, Kind, episode_text, knowledge_text, mkey, split
 
 _decode_list = msgspec.json.Decoder(list[str]).decode
 

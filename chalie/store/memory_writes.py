@@ -13,10 +13,10 @@ from collections.abc import Iterable, Sequence
 import apsw
 import msgspec
 
-from chalie.memory.items import Kind, episode_text, knowledge_text, mkey, split
-from chalie.memory.keys import normalise_key
 from chalie.store.effects import ForgetFact, RememberFact
 from chalie.store.queries import search_text
+from chalie.values.keys import normalise_key
+from chalie.values.memory import Kind, episode_text, knowledge_text, mkey, split
 
 MIN_FORGOTTEN_CHARS = 3  # shorter values are not blanked out of text (they would hit anything)
 

@@ -42,8 +42,8 @@ import apsw
 import structlog
 
 from chalie.errors import StoreError
-from chalie.memory.items import Kind, mkey
 from chalie.store.memory_writes import unindex
+from chalie.values.memory import Kind, mkey
 
 log = structlog.get_logger("chalie.retention")
 

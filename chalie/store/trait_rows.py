@@ -8,7 +8,7 @@ from collections.abc import Mapping
 import apsw
 import msgspec
 
-from chalie.cognition.traits import Trait
+from chalie.values.cognition import Trait
 
 _values = msgspec.json.Decoder(dict[str, float])
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import apsw
 import msgspec
@@ -11,11 +11,9 @@ import msgspec
 from chalie.clock import Clock
 from chalie.frames import Card
 from chalie.llm.types import ToolSpec
+from chalie.memory.recall import Recall
 from chalie.paths import PROMPTS
 from chalie.store.effects import Effect
-
-if TYPE_CHECKING:
-    from chalie.memory.recall import Recall
 
 # safe: runs at once; confirm: the person approves first; block: never runs.
 Danger = Literal["safe", "confirm", "block"]

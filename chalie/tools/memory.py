@@ -2,7 +2,7 @@
 
 A remembered fact is an effect stored with the turn; a newer value for the same key supersedes
 the old one, and the result tells the model what it replaced. Keys are normalised
-(chalie.memory.keys), so "Favourite colour" and "favorite color" are one key. Recall sees stored
+(chalie.values.keys), so "Favourite colour" and "favorite color" are one key. Recall sees stored
 facts and the ones this turn has remembered so far.
 """
 
@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 from chalie.llm.types import ToolSpec
-from chalie.memory.keys import MAX_KEY_CHARS, normalise_key
 from chalie.store import proactive_rows
 from chalie.store.effects import (
     CloseLoop,
@@ -23,6 +22,7 @@ from chalie.store.effects import (
 )
 from chalie.store.queries import current_value, facts_matching, has_current_fact
 from chalie.tools.base import Danger, ToolContext, ToolOutcome, tool_description, tool_error
+from chalie.values.keys import MAX_KEY_CHARS, normalise_key
 
 MAX_KEY = MAX_KEY_CHARS
 MAX_VALUE = 4000

@@ -1,1 +1,3 @@
-"""World state: signals from other programs, their salience and decay."""
+"""World state: signals from other programs, their salience and decay.
+
+The bottom of the core floor: it imports only the ground floor."""

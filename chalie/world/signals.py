@@ -20,6 +20,7 @@ from typing import Any, Literal
 import msgspec
 
 from chalie.clock import Clock
+from chalie.values.signals import Signal
 
 CHAT_UI = "__chat_ui__"  # the sender cookie callers count as
 ANY_TYPE = "*"
@@ -43,21 +44,6 @@ class SignalIn(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     topic: str | None = None
     activation_energy: float = DEFAULT_ENERGY
     metadata: dict[str, Any] | None = None
-
-
-class Signal(msgspec.Struct, frozen=True):
-    """A signal as world state keeps it; `sender` is an interface id, CHAT_UI, or
-    "subscription:<name>"; `received_at` is wall-clock seconds."""
-
-    id: str
-    sender: str
-    signal_type: str
-    content: str
-    source: str
-    topic: str | None
-    activation_energy: float
-    metadata: dict[str, Any] | None
-    received_at: float
 
 
 Reason = Literal["invalid", "forbidden", "rate_limited"]

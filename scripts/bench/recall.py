@@ -42,10 +42,9 @@ import _common
 from _common import emit, percentile, progress, summary
 
 from chalie.clock import SystemClock
-from chalie.config import load_config
+from chalie.config_load import load_config
 from chalie.memory import fts
 from chalie.memory.embedders import Embedder, HashedEmbedder
-from chalie.memory.items import Kind
 from chalie.memory.recall import CANDIDATES, Recall
 from chalie.store import db
 from chalie.store import memory_queries as mq
@@ -60,6 +59,7 @@ from chalie.store.memory_writes import (
     vec_table,
 )
 from chalie.store.queries import current_facts
+from chalie.values.memory import Kind
 
 _common.quiet_logging()
 

@@ -10,11 +10,11 @@ import pytest
 from chalie.act import critic
 from chalie.act.critic import Checked, Critic, Critique
 from chalie.act.loop import ActLoop
-from chalie.act.prompts import Prompts
 from chalie.config import CognitionConfig
 from chalie.errors import LlmUnavailable, StructuredOutputError
 from chalie.frames import Escalation
 from chalie.llm.types import ChatRequest, ChatResponse, ToolCall, Usage
+from chalie.prompts import Prompts
 
 PROMPTS = Prompts.load()
 BOOK = ToolCall("call_7", "book_meeting", {"day": "monday"}, '{"day":"monday"}')

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from chalie.act.loop import ActLoop, Answer, Calls, TurnMetrics
-from chalie.act.prompts import Prompts
 from chalie.llm.types import ChatRequest, ChatResponse, ToolCall, ToolSpec, Usage
+from chalie.prompts import Prompts
 from chalie.store.effects import RememberFact
 from chalie.store.queries import HistoryLine
 

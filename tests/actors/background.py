@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from chalie.actors.messages import ApplyOps, OpsApplied
+from chalie.actors.store_writer_messages import ApplyOps, OpsApplied
 from chalie.store.background_ops import Op
 from tests.actors.conftest import WAIT_S, Tree
 

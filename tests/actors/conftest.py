@@ -20,20 +20,15 @@ import pykka
 import pytest
 
 from chalie import server_paths
-from chalie.act.prompts import Prompts
 from chalie.actors.encoder import Encoder, EncoderDeps
-from chalie.actors.messages import (
-    ActionRequest,
-    Deliver,
-    RepushExchange,
-    Steer,
-    TurnDeadline,
-    UserMessage,
-)
-from chalie.actors.session import Session, SessionDeps
+from chalie.actors.session import Session
+from chalie.actors.session_deps import SessionDeps
+from chalie.actors.session_messages import ActionRequest, Deliver, Steer, UserMessage
 from chalie.actors.session_supervisor import SessionSupervisor
 from chalie.actors.store_writer import StoreWriter
+from chalie.actors.store_writer_messages import RepushExchange
 from chalie.actors.supervisor import ChildSpec, Directory, Link, Supervisor
+from chalie.actors.turn_messages import TurnDeadline
 from chalie.actors.world_state import WorldState
 from chalie.background.attention import Attention
 from chalie.background.governor import Governor
@@ -46,6 +41,7 @@ from chalie.memory.context import ContextSettings
 from chalie.memory.embedders import Embedder, HashedEmbedder
 from chalie.memory.recall import Recall
 from chalie.metrics import Metrics
+from chalie.prompts import Prompts
 from chalie.store import db, goal_rows, memory_writes, writes
 from chalie.store.records import TurnRecord
 from chalie.tools.base import Tool

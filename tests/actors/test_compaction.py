@@ -14,9 +14,9 @@ from typing import Any
 import msgspec
 
 from chalie.act.budget import raw_estimate
-from chalie.act.prompts import Prompts
 from chalie.llm.scripted import ScriptCall, ScriptedProvider, ScriptStep
 from chalie.llm.types import ChatRequest, ChatResponse, TextSink
+from chalie.prompts import Prompts
 from tests.actors.conftest import Tree, answer, calls, prompt, shape, store_turns
 
 WINDOW = {"context_window": 900}

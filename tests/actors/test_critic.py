@@ -15,8 +15,8 @@ import pytest
 from chalie.act.budget import PromptBudget
 from chalie.act.critic import Critic
 from chalie.act.loop import ActLoop
-from chalie.act.prompts import Prompts
-from chalie.actors.driver import DriverDeps, Ending, Policy, TurnDriver
+from chalie.actors.driver import TurnDriver
+from chalie.actors.driver_deps import DriverDeps, Ending, Policy
 from chalie.actors.turn import Turn
 from chalie.actors.work import Work
 from chalie.clock import ManualClock
@@ -24,6 +24,7 @@ from chalie.frames import Frame
 from chalie.llm.scripted import ScriptCall, ScriptedProvider, ScriptStep, ScriptUsage
 from chalie.llm.types import ToolSpec
 from chalie.metrics import Metrics
+from chalie.prompts import Prompts
 from chalie.tools.base import ToolContext, ToolOutcome
 from chalie.tools.registry import ToolRegistry
 from tests.actors.conftest import (

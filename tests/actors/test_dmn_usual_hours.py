@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from chalie.actors.messages import PersonConnected
-from chalie.cognition.traits import Trait
+from chalie.actors.background_messages import PersonConnected
 from chalie.llm.scripted import ScriptedProvider
 from chalie.store import db, trait_rows
+from chalie.values.cognition import Trait
 from tests.actors.background import NOW, of_type, run_until
 from tests.actors.conftest import answer
 from tests.actors.test_dmn import start

@@ -13,17 +13,18 @@ from typing import Any
 
 import pytest
 
-from chalie.actors.messages import EncodeWindow, ForgetItem, MemoryGrew, RepushExchange
+from chalie.actors.encoder_messages import EncodeWindow, MemoryGrew
+from chalie.actors.store_writer_messages import ForgetItem, RepushExchange
 from chalie.errors import EmbedError
 from chalie.llm.scripted import ScriptedProvider, ScriptStep, ScriptUsage
 from chalie.llm.types import ChatRequest
 from chalie.memory.embedders import HASHED_DIM, HashedEmbedder
-from chalie.memory.items import Kind, mkey
 from chalie.metrics import Metrics
 from chalie.store import db, memory_writes, writes
 from chalie.store.effects import RememberFact
 from chalie.store.memory_writes import vec_table
 from chalie.store.records import TurnRecord
+from chalie.values.memory import Kind, mkey
 from tests.actors.conftest import (
     WAIT_S,
     GatedProvider,

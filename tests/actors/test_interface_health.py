@@ -11,8 +11,12 @@ from typing import Any
 import pykka
 import pytest
 
-from chalie.actors.interface_health import HealthDeps, InterfaceHealth
-from chalie.actors.messages import InterfaceChanged, InterfaceGone
+from chalie.actors.interface_health import (
+    HealthDeps,
+    InterfaceChanged,
+    InterfaceGone,
+    InterfaceHealth,
+)
 from chalie.config import Config
 from chalie.interfaces.board import InterfaceBoard
 from chalie.interfaces.capabilities import Capability, Health, Parameter, encode_capabilities

@@ -7,10 +7,10 @@ import json
 from typing import Any
 
 from chalie.llm.scripted import ScriptCall, ScriptedProvider
-from chalie.memory.items import Kind, mkey
 from chalie.store import db, memory_writes
 from chalie.tools.memory import MemoryTool
 from chalie.tools.recall import RecallTool
+from chalie.values.memory import Kind, mkey
 from tests.actors.conftest import Tree, answer, calls, prompt, shape, store_turns
 
 DAY = 86400.0

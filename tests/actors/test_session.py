@@ -7,12 +7,13 @@ from typing import Any
 
 import pytest
 
-from chalie.act.prompts import Prompts
-from chalie.actors.messages import CommitTurn, FrameRejected
-from chalie.actors.store_writer import INTERRUPTED
+from chalie.actors.session_messages import FrameRejected
+from chalie.actors.store_writer_messages import CommitTurn
 from chalie.llm.scripted import ScriptCall, ScriptedProvider, ScriptStep, ScriptUsage
 from chalie.llm.types import ToolSpec
+from chalie.prompts import Prompts
 from chalie.store.effects import RememberFact
+from chalie.store.event_log import INTERRUPTED
 from chalie.tools.base import ToolContext, ToolOutcome
 from tests.actors.conftest import BlockingProvider, RecorderActor, Recording
 

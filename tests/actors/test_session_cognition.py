@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from chalie.actors.messages import ApplyOps, EncodeTail
+from chalie.actors.encoder_messages import EncodeTail
 from chalie.actors.session_cognition import ChannelCognition, TurnCognition
+from chalie.actors.store_writer_messages import ApplyOps
 from chalie.clock import ManualClock
 from chalie.metrics import Metrics
 from chalie.store.background_ops import SaveMind, SaveTraits

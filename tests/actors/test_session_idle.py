@@ -9,10 +9,10 @@ from typing import Any
 import apsw
 import pykka
 
-from chalie.act.prompts import Prompts
-from chalie.actors.messages import SessionIdle
+from chalie.actors.session_messages import SessionIdle
 from chalie.cognition.mind import Mind
 from chalie.llm.scripted import ScriptCall, ScriptedProvider
+from chalie.prompts import Prompts
 from chalie.store import db
 from tests.actors.conftest import (
     WAIT_S,

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from chalie.act.prompts import Prompts
 from chalie.llm.scripted import ScriptCall, ScriptedProvider
+from chalie.prompts import Prompts
 from tests.actors.conftest import GatedExecutor, GatedProvider, answer, calls, prompt, shape
 
 STEERING = ("MID-TURN STEERING from the person, sent while you were working; it takes precedence "

@@ -12,20 +12,20 @@ from typing import Any
 import pykka
 import pytest
 
-from chalie.actors.messages import (
+from chalie.actors.session_messages import Deliver
+from chalie.actors.store_writer import StoreWriter
+from chalie.actors.store_writer_messages import (
     AppendFrames,
     CloseOpenExchange,
     CommitTurn,
     CreateAuthSession,
-    Deliver,
-    TurnStored,
-    TurnStoreFailed,
 )
-from chalie.actors.store_writer import INTERRUPTED, StoreWriter
 from chalie.actors.supervisor import Directory
+from chalie.actors.turn_messages import TurnStored, TurnStoreFailed
 from chalie.frames import Done, FrameMetrics, Message, Status, text_blocks
 from chalie.metrics import Metrics
 from chalie.store.effects import RememberFact
+from chalie.store.event_log import INTERRUPTED
 from chalie.store.records import StoredToolCall, TurnRecord
 from tests.actors.conftest import (
     WAIT_S,

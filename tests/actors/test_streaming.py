@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalie.actors.driver import DeltaStream
-from chalie.frames import MessageDelta
 from chalie.llm.scripted import ScriptCall, ScriptedProvider, ScriptStep, ScriptUsage
 
 REMEMBER = ScriptCall("memory", {"action": "remember", "key": "Favourite colour", "value": "green"})
@@ -53,14 +51,3 @@ def test_an_action_streams_nothing(start_tree: Any) -> None:
     tree.action("memory", {"action": "remember", "key": "k", "value": "v"})
     tree.outbox.wait_for_type("done")
     assert tree.outbox.live_frames() == []
-
-
-def test_whitespace_at_either_end_never_goes_out() -> None:
-    """Leading blanks are dropped, trailing ones held until text follows them."""
-    sent: list[MessageDelta] = []
-    stream = DeltaStream("x", sent.append, reset=True)
-    for piece in ["\n ", " Hello", " ", "world", " \n", "  "]:
-        stream(piece)
-    assert [d.text for d in sent] == ["Hello", " world"]
-    assert [d.reset for d in sent] == [True, False]
-    assert stream.sent

@@ -9,8 +9,8 @@ from typing import Any
 import pykka
 import pytest
 
-from chalie.actors.messages import ChildFailed
 from chalie.actors.supervisor import (
+    ChildFailed,
     ChildSpec,
     Directory,
     Link,

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalie.cognition.traits import Trait
 from chalie.llm.scripted import ScriptedProvider
 from chalie.store import db, trait_rows
+from chalie.values.cognition import Trait
 from tests.actors.background import NOW
 from tests.actors.conftest import answer, prompt
 from tests.actors.test_memory_turns import section

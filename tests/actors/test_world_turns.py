@@ -6,9 +6,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from chalie.actors.messages import FlushWorld, SignalsIn, UserMessage
+from chalie.actors.session_messages import UserMessage
+from chalie.actors.world_state import FlushWorld, SignalsIn
 from chalie.llm.scripted import ScriptedProvider
-from chalie.world.signals import Signal, WorldBoard, WorldSettings
+from chalie.values.signals import Signal
+from chalie.world.signals import WorldBoard, WorldSettings
 from tests.actors.conftest import WAIT_S, Tree, WatchedClock, answer, prompt, shape
 
 SETTINGS = WorldSettings(world_max=100, half_life_s=21600.0, min_salience=0.15, top_k=5)

@@ -11,14 +11,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from chalie.background.attention import (
-    WINDOW_S,
-    Attention,
-    QuietHours,
-    parse_span,
-    resolve_zone,
-)
+from chalie.background.attention import WINDOW_S, Attention, QuietHours, resolve_zone
 from chalie.clock import ManualClock
+from chalie.config import parse_span
 
 HOUR = 3600.0
 LONDON = ZoneInfo("Europe/London")

@@ -11,12 +11,13 @@ from pathlib import Path
 import apsw
 import pytest
 
-from chalie.act.prompts import Prompts
 from chalie.background import drift
 from chalie.background.drift import is_no_action
+from chalie.prompts import Prompts
 from chalie.store import db, goal_rows, memory_writes, proactive_rows
 from chalie.store.memory_writes import EpisodeRow
-from chalie.world.signals import Salient, Signal
+from chalie.values.signals import Signal
+from chalie.world.signals import Salient
 
 NOW = 1_700_000_000.0  # 2023-11-14 22:13:20 UTC
 DAY = 86_400.0

@@ -11,16 +11,13 @@ import pytest
 from chalie.cognition import concepts
 from chalie.cognition.concepts import (
     COOLDOWN_S,
-    HALF_LIFE_S,
     HOP_DECAY,
     SEED_WEIGHTS,
-    Concept,
-    Link,
     activate,
     choose_seeds,
-    decayed,
     spread,
 )
+from chalie.values.cognition import Concept, Link
 
 NOW = 1_000_000_000.0
 DAY = 86400.0
@@ -33,12 +30,6 @@ def concept(i: int, *, strength: float = 1.0, seen: float = NOW,
 
 def link(a: int, b: int, strength: float = 1.0) -> Link:
     return Link(a, b, "co-occurs", strength, NOW)
-
-
-def test_strength_halves_every_half_life() -> None:
-    assert decayed(4.0, NOW - HALF_LIFE_S, NOW) == pytest.approx(2.0)
-    assert decayed(4.0, NOW, NOW) == 4.0
-    assert decayed(4.0, NOW + 5, NOW) == 4.0  # a time after now is no decay, never growth
 
 
 def test_the_seed_weights_are_the_drift_engine_s() -> None:

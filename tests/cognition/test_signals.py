@@ -16,7 +16,7 @@ from chalie.cognition.signals import (
     nlp_signals,
     social_reply,
 )
-from chalie.config import load_config
+from chalie.config_load import load_config
 
 COGNITION = load_config(env={}).cognition
 PHRASES = COGNITION.social_phrases

@@ -8,11 +8,12 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from chalie.act.prompts import Prompts
 from chalie.cognition import traits
-from chalie.cognition.traits import Trait, learn
+from chalie.cognition.traits import learn
+from chalie.prompts import Prompts
 from chalie.store import db, trait_rows
 from chalie.store.background_ops import SaveTraits, apply
+from chalie.values.cognition import Trait
 
 LONDON = ZoneInfo("Europe/London")
 PROMPTS = Prompts.load()

@@ -32,12 +32,12 @@ from chalie.edge.auth import COOKIE, Authenticator, LoginThrottle
 from chalie.edge.context import EdgeContext
 from chalie.edge.hub import SocketHub
 from chalie.llm.types import ChatRequest, JsonSchemaFormat, Message, ToolSpec
-from chalie.memory.items import Kind, mkey
 from chalie.memory.recall import Recall
 from chalie.metrics import Metrics
 from chalie.store import db, memory_writes
 from chalie.store.effects import RememberFact
 from chalie.store.memory_writes import EpisodeRow
+from chalie.values.memory import Kind, mkey
 
 WAIT_S = 10.0
 PASSWORD = "secret"

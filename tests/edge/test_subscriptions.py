@@ -21,9 +21,10 @@ import tornado.web
 import tornado.websocket
 from tornado.ioloop import IOLoop
 
-from chalie.actors.messages import CreateAuthSession, SignalsIn
 from chalie.actors.store_writer import StoreWriter
+from chalie.actors.store_writer_messages import CreateAuthSession
 from chalie.actors.supervisor import Directory
+from chalie.actors.world_state import SignalsIn
 from chalie.clock import ManualClock
 from chalie.config import Config
 from chalie.edge.auth import COOKIE, Authenticator, LoginThrottle, token_hash
@@ -34,7 +35,8 @@ from chalie.edge.subscriptions import Subscriptions, backoff_delay, check
 from chalie.metrics import Metrics
 from chalie.store import db, interface_rows
 from chalie.store.interface_rows import SubscriptionRow
-from chalie.world.signals import Signal, SignalGate
+from chalie.values.signals import Signal
+from chalie.world.signals import SignalGate
 from tests.actors.conftest import RecorderActor, Recording
 
 WAIT_S = 10.0

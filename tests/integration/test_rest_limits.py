@@ -16,7 +16,7 @@ import tornado.routing
 import tornado.web
 import websocket
 
-from chalie.config import load_config
+from chalie.config_load import load_config
 from chalie.edge.app import make_app
 from tests.integration.harness import WAIT_S, ServerProcess, StubLlm, db_rows
 from tests.integration.stub_interface import (

@@ -14,13 +14,13 @@ from chalie.llm.anthropic import AnthropicProvider
 from chalie.llm.types import (
     NOT_RUN,
     ChatRequest,
-    Image,
     JsonSchemaFormat,
     Message,
     ToolCall,
     ToolSpec,
     Usage,
 )
+from chalie.values.images import Image
 from tests.llm.anthropic_stub import (
     StubAnthropic,
     broken,

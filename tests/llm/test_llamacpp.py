@@ -29,12 +29,12 @@ from chalie.llm.types import (
     NOT_RUN,
     ChatRequest,
     ChatResponse,
-    Image,
     JsonSchemaFormat,
     Message,
     ToolCall,
     ToolSpec,
 )
+from chalie.values.images import Image
 
 HAVE_XLLAMACPP = importlib.util.find_spec("xllamacpp") is not None
 HAVE_MODEL = importlib.util.find_spec(BUNDLED_PACKAGE) is not None

@@ -20,13 +20,13 @@ from chalie.llm.openai_compat import OpenAICompatProvider
 from chalie.llm.types import (
     NOT_RUN,
     ChatRequest,
-    Image,
     JsonSchemaFormat,
     Message,
     ToolCall,
     ToolSpec,
     Usage,
 )
+from chalie.values.images import Image
 from tests.llm.openai_stub import completion, sse, stream_chunks, tool_call
 
 Handler = Callable[[httpx.Request], httpx.Response]

@@ -12,15 +12,14 @@ from typing import Any
 import msgspec
 import pytest
 
-from chalie.act.prompts import Prompts
-from chalie.config import LlmConfig, load_config
+from chalie.config import LlmConfig
+from chalie.config_load import load_config
 from chalie.errors import LlmBadResponse, LlmError, LlmHttpError, LlmJobFailed, LlmUnavailable
 from chalie.llm.factory import build_models, single
 from chalie.llm.route import Endpoint, Job
 from chalie.llm.types import (
     ChatRequest,
     ChatResponse,
-    Image,
     Message,
     TextSink,
     ToolCall,
@@ -28,6 +27,8 @@ from chalie.llm.types import (
     Usage,
 )
 from chalie.metrics import Metrics
+from chalie.prompts import Prompts
+from chalie.values.images import Image
 
 REQUEST = ChatRequest(system="s", messages=(Message("user", "hi"),))
 Answer = ChatResponse | LlmError | Callable[[TextSink | None], ChatResponse]

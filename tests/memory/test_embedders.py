@@ -19,7 +19,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chalie.config import Config, load_config
+from chalie.config import Config
+from chalie.config_load import load_config
 from chalie.errors import ConfigError, EmbedError
 from chalie.memory.embedders import (
     MAX_EMBED_CHARS,

@@ -10,14 +10,14 @@ from typing import Any
 import httpx
 import pytest
 
-from chalie.act.prompts import Prompts
 from chalie.errors import StructuredOutputError
 from chalie.llm.openai_compat import OpenAICompatProvider
 from chalie.memory import encoding
 from chalie.memory.encoding import ENCODER_CONFIDENCE, LINE_CHARS, MAX_EPISODES
-from chalie.memory.keys import MAX_KEY_CHARS, normalise_key
+from chalie.prompts import Prompts
 from chalie.store.effects import RememberFact
 from chalie.store.memory_queries import WindowLine
+from chalie.values.keys import MAX_KEY_CHARS, normalise_key
 from tests.integration.harness import schema_filler
 
 T0 = 1_600_000_000.0  # 2020-09-13 12:26:40 UTC

@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chalie.memory import fts
-from chalie.memory.items import Kind, mkey
 from chalie.store import db, memory_writes
 from chalie.store.effects import RememberFact
+from chalie.values.memory import Kind, mkey
 
 
 def open_store(directory: Path) -> apsw.Connection:

@@ -18,12 +18,12 @@ from chalie.clock import ManualClock
 from chalie.config import Config
 from chalie.errors import EmbedError
 from chalie.memory.embedders import HashedEmbedder
-from chalie.memory.items import Kind, mkey, split
 from chalie.memory.recall import DAY_S, RRF_K, Hit, Recall
 from chalie.metrics import Metrics
 from chalie.store import db, memory_queries, memory_writes
 from chalie.store.effects import RememberFact
 from chalie.store.memory_writes import EpisodeRow
+from chalie.values.memory import Kind, mkey, split
 
 RECENCY_DAYS = 10.0
 DECAY = 0.5

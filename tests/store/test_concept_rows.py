@@ -12,10 +12,10 @@ from pathlib import Path
 import apsw
 import pytest
 
-from chalie.cognition.concepts import HALF_LIFE_S
 from chalie.store import background_ops, concept_rows, db
 from chalie.store.background_ops import ConceptsActivated, DriftGist
 from chalie.store.concept_rows import ConceptRow
+from chalie.values.cognition import HALF_LIFE_S
 
 NOW = 1_000_000.0
 SPACE = 1

@@ -13,13 +13,13 @@ import pytest
 
 from chalie.errors import StoreError
 from chalie.memory import fts
-from chalie.memory.items import Kind
 from chalie.store import db, export, goal_rows, memory_queries, memory_writes, schedule_rows, writes
 from chalie.store.effects import RememberFact
 from chalie.store.goal_rows import StepRow
 from chalie.store.memory_writes import EpisodeRow
 from chalie.store.records import TurnRecord
 from chalie.store.schedule_rows import ScheduleRow
+from chalie.values.memory import Kind
 
 TIMEOUT_MS = 2000
 # What an export carries, table by table, as the comparison reads it.

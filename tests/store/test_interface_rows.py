@@ -10,7 +10,7 @@ import pytest
 
 from chalie.store import db, interface_rows
 from chalie.store.interface_rows import InterfaceRow, SubscriptionRow
-from chalie.world.signals import Signal
+from chalie.values.signals import Signal
 
 
 @pytest.fixture

@@ -12,10 +12,10 @@ import pytest
 
 from chalie.memory import fts
 from chalie.memory.embedders import HashedEmbedder
-from chalie.memory.items import Kind, mkey
 from chalie.store import db, memory_queries, memory_writes
 from chalie.store.effects import RememberFact
 from chalie.store.memory_writes import EpisodeRow, SnapshotRow
+from chalie.values.memory import Kind, mkey
 
 TIMEOUT_MS = 2000
 DIM = 384  # the hashed embedder's dimension

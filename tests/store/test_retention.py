@@ -10,10 +10,10 @@ import pytest
 
 from chalie.memory import fts
 from chalie.memory.embedders import HashedEmbedder
-from chalie.memory.items import Kind, mkey
 from chalie.store import db, memory_writes, queries, retention, writes
 from chalie.store.memory_writes import EpisodeRow
 from chalie.store.records import StoredSteering, StoredToolCall, TurnRecord
+from chalie.values.memory import Kind, mkey
 
 TIMEOUT_MS = 2000
 DAY = 86_400.0

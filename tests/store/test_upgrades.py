@@ -15,8 +15,8 @@ import pytest
 
 from chalie.errors import StoreError
 from chalie.memory import fts
-from chalie.memory.items import Kind, mkey
 from chalie.store import db, memory_queries
+from chalie.values.memory import Kind, mkey
 from tests.integration.harness import ROOT, ServerProcess, StubLlm, db_rows
 from tests.store.upgrade_fixtures import KIWI, build_store, expected, seed, versions
 

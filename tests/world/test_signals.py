@@ -9,10 +9,10 @@ import msgspec
 import pytest
 
 from chalie.clock import ManualClock
+from chalie.values.signals import Signal
 from chalie.world.signals import (
     BATCH_MAX,
     Rejection,
-    Signal,
     SignalGate,
     SignalIn,
     WorldBoard,

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from chalie.act.prompts import Prompts
 from chalie.errors import PromptError
 from chalie.paths import PROMPTS
+from chalie.prompts import Prompts
 
 
 @pytest.fixture

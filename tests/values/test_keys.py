@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chalie.memory.keys import MAX_KEY_CHARS, SPELLINGS, normalise_key
+from chalie.values.keys import MAX_KEY_CHARS, SPELLINGS, normalise_key
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,223 @@
+"""A Session's turn, from what it starts from to what is stored: the parts that need no actor.
+
+A turn opens with its opening frames and a Turn over an ActLoop. A person's chat starts from a
+bare loop; its context (identity, Current State, hybrid recall, history, world state, tools,
+the message's topic) is gathered on the pool, where the query is embedded, fitted to the
+prompt's budget, and comes back to the Session as ContextReady. An action (a skill run without
+the LLM) and the compaction backstop start from the channel's own loop: its Current State and
+the history after it, read at once. A turn ends as one CommitTurn for the StoreWriter: its
+record, its closing frames, and an interface's notification.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import apsw
+import msgspec
+import structlog
+
+from chalie.act.budget import PromptBudget
+from chalie.act.loop import ActLoop
+from chalie.actors.driver_deps import Ending
+from chalie.actors.session_cognition import ChannelCognition, TurnCognition
+from chalie.actors.session_deps import SessionDeps
+from chalie.actors.session_messages import ActionRequest, UserMessage
+from chalie.actors.store_writer_messages import AppendFrames, CommitTurn, PushLive
+from chalie.actors.supervisor import Directory
+from chalie.actors.turn import Turn, closing_frames, turn_record
+from chalie.actors.turn_messages import ContextReady
+from chalie.cognition.mind import Verdict
+from chalie.frames import MessageDelta, Notification, Status, encode_live
+from chalie.memory import context
+from chalie.memory.context import NAME_KEY
+from chalie.memory.identity import NameStatement, acknowledgement
+from chalie.store import cognition_rows, concept_rows, image_rows, queries
+from chalie.store.background_ops import Op
+from chalie.store.effects import RememberFact
+
+log = structlog.get_logger("chalie.session")
+
+
+Request = UserMessage | ActionRequest
+
+
+def request_text(request: Request) -> str:
+    """What the turn works on: the person's words, or the action as one line."""
+    if isinstance(request, ActionRequest):
+        return f"[action] {request.skill} {msgspec.json.encode(request.params).decode()}"
+    return request.text
+
+
+def from_person(request: Any) -> bool:
+    """A chat or an action of the person's, not a program's message (POST /api/messages)."""
+    return isinstance(request, ActionRequest) or (
+        isinstance(request, UserMessage) and request.notify_channel is None)
+
+
+def opening_frames(request: Request, turn_id: str, text: str, *,
+                   recalls: bool) -> tuple[Status, ...]:
+    """The turn's first frames: the exchange is open in the log from here on, so a crash is
+    closed with an error frame by whoever comes next. A turn that goes on to recall says so in
+    the same message (one transaction for the writer, not two)."""
+    opening = Status(stage="processing", exchange_id=turn_id, text=text or None,
+                     client_id=request.client_id,
+                     image_ids=request.image_ids if isinstance(request, UserMessage) else ())
+    return (opening, *([Status(stage="retrieving_memory", exchange_id=turn_id)]
+                       if recalls else []))
+
+
+def new_turn(d: SessionDeps, request: Request, *, turn_id: str, text: str, channel: str,
+             token_ratio: float) -> Turn:
+    """The turn for `request`: an action runs a skill (no history, no recall); a chat's
+    context is gathered on the pool once the fast exits are passed."""
+    now = datetime.fromtimestamp(d.clock.time(), UTC).strftime("%Y-%m-%d %H:%M UTC")
+    action = isinstance(request, ActionRequest)
+    if action:
+        loop, upto = channel_loop(d, d.read(), channel, text, now, with_history=False)
+    else:
+        loop, upto = bare_loop(d, text, now), 0
+    return Turn(
+        id=turn_id, loop=loop,
+        budget=PromptBudget(d.llm.context_window, d.act.compaction_threshold, token_ratio),
+        started_at=d.clock.time(), received_at=request.received_at,
+        timeout_s=d.act.timeout_s,
+        source="action" if action else request.source,  # type: ignore[union-attr]
+        client_id=request.client_id, is_action=action, request=request,
+        history_upto=upto,
+        image_ids=request.image_ids if isinstance(request, UserMessage) else (),
+    )
+
+
+def identity_hook(d: SessionDeps, turn: Turn, statement: NameStatement) -> str | None:
+    """The identity hook needs no LLM: "call me Sam" stores the name as a trait with the turn;
+    when that was the whole message, the acknowledgement that answers it."""
+    fact = RememberFact(key=NAME_KEY, value=statement.name, kind="trait", source="identity",
+                        confidence=1.0)
+    turn.effects.append(fact)
+    log.info("name_stated", whole=statement.whole)
+    if not statement.whole:
+        return None
+    return acknowledgement(statement.name, queries.current_value(d.read(), NAME_KEY))
+
+
+def channel_loop(d: SessionDeps, conn: apsw.Connection, channel: str, text: str, now: str, *,
+                 with_history: bool) -> tuple[ActLoop, int]:
+    """A loop over the channel's Current State and the history after it; also the last
+    transcript id that history reaches (what a checkpoint made now would cover)."""
+    checkpoint = queries.latest_checkpoint(conn, channel)
+    upto = queries.last_transcript_id(conn, channel)
+    history = queries.recent_transcript(
+        conn, channel, 2 * d.act.history_turns,
+        after_id=checkpoint.upto_transcript_id if checkpoint else 0,
+    ) if with_history else []
+    loop = ActLoop(
+        prompts=d.prompts, user_text=text, history=history, tools=d.tools.specs(),
+        max_iterations=d.act.max_iterations, max_result_chars=d.act.max_tool_result_chars,
+        now_text=now, state=checkpoint.text if checkpoint else "",
+    )
+    return loop, upto
+
+
+def bare_loop(d: SessionDeps, text: str, now: str) -> ActLoop:
+    """A loop with no context yet: the context arrives before the first request."""
+    return ActLoop(
+        prompts=d.prompts, user_text=text, history=(), tools=d.tools.specs(),
+        max_iterations=d.act.max_iterations, max_result_chars=d.act.max_tool_result_chars,
+        now_text=now,
+    )
+
+
+def context_job(d: SessionDeps, turn: Turn, *, channel: str, cognition: ChannelCognition,
+                token_ratio: float) -> Callable[[], ContextReady]:
+    """The pool job that gathers the turn's context: identity, Current State, hybrid recall,
+    history, world state and tools, fitted to the budget, and the message's topic. What it
+    needs of the Session is copied now, on the Session's thread."""
+    turn_id, text = turn.id, turn.user_text
+    system = turn.loop.system
+    tools = d.tools.specs()
+    pending = tuple(e for e in turn.effects if isinstance(e, RememberFact))
+    world = d.world.top() if d.world is not None else []
+    image_ids = turn.image_ids
+    mind = cognition.mind.copy()
+    learned = cognition.trait_lines()
+    choose_topic = cognition.topic_job(text)
+
+    def job() -> ContextReady:
+        conn = d.read()
+        images, missing = image_rows.load(conn, image_ids) if image_ids else ((), [])
+        built = context.build(
+            conn, channel=channel, text=text, recall=d.recall, prompts=d.prompts,
+            system=system, tools=tools, settings=d.context, token_ratio=token_ratio,
+            pending=pending, world=world, traits=learned,
+            conversation=mind.state_text(d.prompts, cognition_rows.summary(conn, channel)),
+            gists=concept_rows.gists(conn, channel, d.clock.time()),
+        )
+        topic = choose_topic(conn, built)
+        log.info("context_ready", recalled=len(built.recalled), tokens=built.tokens,
+                 degraded=built.degraded, images=len(images),
+                 topic=topic.name if topic else None)
+        return ContextReady(turn_id, built, images, tuple(missing), topic)
+
+    return job
+
+
+def missing_images(ready: ContextReady) -> str | None:
+    """What to tell the person when the message named images the store does not have."""
+    if not ready.missing_images:
+        return None
+    unknown = ", ".join(repr(i) for i in ready.missing_images)
+    return f"image_ids: no image {unknown} (upload it with POST /api/images first)"
+
+
+def use_context(turn: Turn, ready: ContextReady) -> None:
+    """The gathered context goes into the turn's loop (and what cognition needs of it, onto
+    the turn's cognition)."""
+    turn.loop.images = ready.images
+    ctx = ready.context
+    turn.loop.use_context(identity=ctx.identity, state=ctx.state, memory=ctx.memory,
+                          history=ctx.history, tools=ctx.tools, world=ctx.world)
+    turn.history_upto = ctx.history_upto
+    turn.recalled = ctx.recalled
+    if isinstance(turn.cognition, TurnCognition):
+        c = turn.cognition
+        c.choice, c.recalled_texts, c.vector = ready.topic, ctx.recalled_texts, ctx.vector
+        c.history_messages, c.worlds = len(ctx.history), ctx.worlds
+
+
+def commit_of(ending: Ending, *, channel: str, now: float, verdict: Verdict | None,
+              extras: tuple[Op, ...]) -> CommitTurn:
+    """The ended turn as the StoreWriter takes it: its record and closing frames (with the
+    topic, mode and confidence cognition gave it), and the answer as a notification when an
+    interface's message asked for one."""
+    turn, outcome, elapsed = ending.turn, ending.outcome, ending.elapsed
+    frames = closing_frames(
+        turn, outcome, elapsed, text=ending.text, error=ending.error,
+        recoverable=ending.recoverable, topic=verdict.topic if verdict else None,
+        mode=verdict.mode if verdict else "act",
+        confidence=verdict.confidence if verdict else None)
+    record = turn_record(turn, channel, outcome, elapsed, now, text=ending.text,
+                         error=ending.error)
+    return CommitTurn(record, frames, turn.received_at,
+                      notify=notification(turn.request, ending.text), extras=extras)
+
+
+def notification(request: Any, answer: str | None) -> AppendFrames | None:
+    """An interface's message was answered: the answer goes to the person as a notification."""
+    if not isinstance(request, UserMessage) or request.notify_channel is None or not answer:
+        return None
+    return AppendFrames(request.notify_channel,
+                        (Notification(content=answer, topic=request.topic,
+                                      source="interface"),))
+
+
+def live_sender(directory: Directory, channel: str) -> Callable[[MessageDelta], None]:
+    """How the turn's message_delta frames reach the channel's sockets: through the
+    StoreWriter (in order with the logged frames), from the worker thread that streams."""
+
+    def send(frame: MessageDelta) -> None:
+        directory.tell("store_writer", PushLive(channel, encode_live(frame)))
+
+    return send
