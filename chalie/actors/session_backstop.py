@@ -1,4 +1,4 @@
-"""The Session's post-turn compaction backstop, and the loop over a channel's own history.
+"""The Session's post-turn compaction backstop.
 
 At the turn boundary (spec/message-flow.md, post-turn fan-out) the backstop checks whether the
 next prompt's history alone would pass the compaction threshold, and if so writes a new Current

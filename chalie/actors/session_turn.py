@@ -1,12 +1,13 @@
 """A Session's turn, from what it starts from to what is stored: the parts that need no actor.
 
-A turn opens with its opening frames and a Turn over an ActLoop. A person's chat starts from a
-bare loop; its context (identity, Current State, hybrid recall, history, world state, tools,
-the message's topic) is gathered on the pool, where the query is embedded, fitted to the
-prompt's budget, and comes back to the Session as ContextReady. An action (a skill run without
-the LLM) and the compaction backstop start from the channel's own loop: its Current State and
-the history after it, read at once. A turn ends as one CommitTurn for the StoreWriter: its
-record, its closing frames, and an interface's notification.
+A turn opens with its opening frames and a Turn over an ActLoop; "call me Sam" is stored and,
+when that is the whole message, answered without the model (the identity hook). A person's chat
+starts from a bare loop; its context (identity, Current State, hybrid recall, history, world
+state, tools, the message's topic) is gathered on the pool, where the query is embedded, fitted
+to the prompt's budget, and comes back to the Session as ContextReady. An action (a skill run
+without the LLM) and the compaction backstop start from the channel's own loop: its Current
+State and the history after it, read at once. A turn ends as one CommitTurn for the StoreWriter:
+its record, its closing frames, and an interface's notification.
 """
 
 from __future__ import annotations
@@ -39,7 +40,6 @@ from chalie.store.background_ops import Op
 from chalie.store.effects import RememberFact
 
 log = structlog.get_logger("chalie.session")
-
 
 Request = UserMessage | ActionRequest
 
