@@ -2,11 +2,12 @@
 # when LINT_REQUIREMENT changes). Not in .venv: it brings `rich`, and structlog imports rich
 # whenever it is installed (and renders console tracebacks with it), which would change what
 # the server imports and how it logs in any .venv that also serves. The linter reads the
-# source only; it never imports chalie, so it needs none of chalie's dependencies.
+# source only; it never imports chalie, so it needs none of chalie's dependencies. Pinned: the
+# tests read its report (tests/test_architecture.py), so a new release is taken on purpose.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 lint_venv="$root/.venv-lint"
-LINT_REQUIREMENT="import-linter>=2.17,<3"
+LINT_REQUIREMENT="import-linter==2.17"
 stamp="$lint_venv/.chalie-installed"
 if [ ! -f "$stamp" ] || ! grep -qxF "$LINT_REQUIREMENT" "$stamp" 2>/dev/null; then
     echo "chalie: installing $LINT_REQUIREMENT into $lint_venv..." >&2
