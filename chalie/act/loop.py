@@ -221,11 +221,11 @@ class ActLoop:
 
     def use_context(self, *, identity: str, state: str, memory: str,
                     history: Sequence[HistoryLine], tools: tuple[ToolSpec, ...],
-                    world: str = "") -> None:
+                    world: str = "", situation: str = "") -> None:
         """The turn's context, gathered and fitted before the first request."""
         self._identity = identity
         self._world = world
-        self.state = state
+        self.state = f"{state}\n\n{situation}" if state and situation else state or situation
         self._memory = memory
         self.history = tuple(history)
         self._tools = tools

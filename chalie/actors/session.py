@@ -87,6 +87,7 @@ class Session(SupervisedActor):
         self._storing: tuple[str, str | None, bool] | None = None
         self._storing_timer: Timer | None = None
         self._token_ratio = 1.0  # real tokens per estimated token, learned from each turn
+        self._history_from = 0  # where the last turn's history started (it moves in blocks)
         work = Work(deps.pool, deps.provider, deps.metrics, path="user",
                     governor=deps.governor, light=deps.light)
         self._work = work
@@ -282,7 +283,8 @@ class Session(SupervisedActor):
         turn = self._require_turn()
         turn.phase = "context"  # the turn's opening frames said "retrieving_memory" already
         job = session_turn.context_job(self._deps, turn, channel=self.channel,
-                                       cognition=self._cognition, token_ratio=self._token_ratio)
+                                       cognition=self._cognition, token_ratio=self._token_ratio,
+                                       history_from=self._history_from)
         self._work.submit(job, turn_id=turn.id, reply=self.tell_self)
 
     def _on_context(self, ready: ContextReady) -> None:
@@ -293,6 +295,7 @@ class Session(SupervisedActor):
             self._driver.finish("error", error=error, recoverable=False)
             return
         session_turn.use_context(turn, ready)
+        self._history_from = ready.context.history_from
         self._driver.ask()
 
     # -- turn end --

@@ -49,6 +49,7 @@ class TurnCognition:
     recalled_texts: tuple[str, ...] = ()
     history_messages: int = 0
     worlds: int = 0
+    memory_fill: float = 0.0  # the share of the memory section's budget recall filled
     vector: bytes | None = None  # the message's embedding (recall's), for the topic centroid
     verdict: Verdict | None = None
     answer: str | None = None  # the turn's answer: the adaptive traits read the reply to it
@@ -135,7 +136,7 @@ class ChannelCognition:
         tools_called = sum(turn.loop.metrics().tools.values())
         verdict = judge(c.choice, social=c.social or cancelled, tools_called=tools_called,
                         answer=answer, recalled_texts=c.recalled_texts,
-                        recall_k=self._deps.context.recall_k,
+                        density=c.memory_fill,
                         history_messages=c.history_messages, worlds=c.worlds)
         c.verdict = verdict
         c.answer = answer
@@ -165,7 +166,7 @@ class ChannelCognition:
 
         def phase() -> None:
             verdict = c.verdict or judge(None, social=c.social, tools_called=0, answer=None,
-                                         recalled_texts=(), recall_k=1, history_messages=0,
+                                         recalled_texts=(), density=0.0, history_messages=0,
                                          worlds=0)
             focus_after = self.settings.focus_after if self.settings else 3
             track_phase(self.mind, choice=c.choice, verdict=verdict, signals=signals_of_text(),

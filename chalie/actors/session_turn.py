@@ -131,7 +131,7 @@ def bare_loop(d: SessionDeps, text: str, now: str) -> ActLoop:
 
 
 def context_job(d: SessionDeps, turn: Turn, *, channel: str, cognition: ChannelCognition,
-                token_ratio: float) -> Callable[[], ContextReady]:
+                token_ratio: float, history_from: int) -> Callable[[], ContextReady]:
     """The pool job that gathers the turn's context: identity, Current State, hybrid recall,
     history, world state and tools, fitted to the budget, and the message's topic. What it
     needs of the Session is copied now, on the Session's thread."""
@@ -153,7 +153,7 @@ def context_job(d: SessionDeps, turn: Turn, *, channel: str, cognition: ChannelC
             system=system, tools=tools, settings=d.context, token_ratio=token_ratio,
             pending=pending, world=world, traits=learned,
             conversation=mind.state_text(d.prompts, cognition_rows.summary(conn, channel)),
-            gists=concept_rows.gists(conn, channel, d.clock.time()),
+            gists=concept_rows.gists(conn, channel, d.clock.time()), history_from=history_from,
         )
         topic = choose_topic(conn, built)
         log.info("context_ready", recalled=len(built.recalled), tokens=built.tokens,
@@ -178,13 +178,15 @@ def use_context(turn: Turn, ready: ContextReady) -> None:
     turn.loop.images = ready.images
     ctx = ready.context
     turn.loop.use_context(identity=ctx.identity, state=ctx.state, memory=ctx.memory,
-                          history=ctx.history, tools=ctx.tools, world=ctx.world)
+                          history=ctx.history, tools=ctx.tools, world=ctx.world,
+                          situation=ctx.situation)
     turn.history_upto = ctx.history_upto
     turn.recalled = ctx.recalled
     if isinstance(turn.cognition, TurnCognition):
         c = turn.cognition
         c.choice, c.recalled_texts, c.vector = ready.topic, ctx.recalled_texts, ctx.vector
         c.history_messages, c.worlds = len(ctx.history), ctx.worlds
+        c.memory_fill = ctx.memory_fill
 
 
 def commit_of(ending: Ending, *, channel: str, now: float, verdict: Verdict | None,

@@ -115,7 +115,7 @@ class Mind:
 
 
 def judge(choice: TopicChoice | None, *, social: bool, tools_called: int, answer: str | None,
-          recalled_texts: tuple[str, ...], recall_k: int, history_messages: int,
+          recalled_texts: tuple[str, ...], density: float, history_messages: int,
           worlds: int) -> Verdict:
     """The turn's topic, confidence (memory confidence: 0.4·fok + 0.4·warmth + 0.2·density,
     times 0.7 on a new topic) and mode. A turn with no topic (a social one) has no confidence."""
@@ -125,7 +125,7 @@ def judge(choice: TopicChoice | None, *, social: bool, tools_called: int, answer
     used = answer is not None and conf.answer_used(answer, recalled_texts)
     fok = conf.update_fok(choice.fok, recalled=len(recalled_texts), used=used)
     confidence = conf.memory_confidence(
-        fok, conf.warmth(history_messages, worlds), conf.density(len(recalled_texts), recall_k),
+        fok, conf.warmth(history_messages, worlds), density,
         new_topic=choice.new)
     return Verdict(choice.name, confidence, mode, fok)
 

@@ -3,13 +3,14 @@
 The share `context.reply_reserve` of the context window is kept free for the person's message,
 the turn's tool trail and the answer. The rest is divided among five sections by their shares
 (identity, state and world, memory, tools, history). A section over its budget drops its least
-relevant whole items, never half of one; a section that uses less than its budget lends the
-difference to the history, which is fitted last and drops its oldest lines first.
+relevant whole items, never half of one. Identity, state and tools lend what they leave unused
+to the history, which is fitted last and drops its oldest lines a block at a time, so that its
+start, and with it the beginning of the prompt, stays the same for many turns.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
 import msgspec
@@ -66,14 +67,13 @@ def used(pieces: Sequence[Piece[T]]) -> int:
     return sum(p.tokens for p in pieces)
 
 
-class Fitted(msgspec.Struct, Generic[T], frozen=True):
-    """Every section after fitting, with what each one used and what the history was given."""
+class Fitted(msgspec.Struct, frozen=True):
+    """The fixed sections after fitting, and the tokens the history may use: its own budget
+    and what identity, state and tools left unused."""
 
     identity: list[Piece[str]]
     state: list[Piece[str]]
-    memory: list[Piece[T]]
     tools: list[Piece[object]]
-    history: list[Piece[object]]
     history_budget: int
 
 
@@ -82,23 +82,46 @@ def assemble(
     *,
     identity: Sequence[Piece[str]],
     state: Sequence[Piece[str]],
-    memory: Sequence[Piece[T]],
     tools: Sequence[Piece[object]],
-    history: Sequence[Piece[object]],
-) -> Fitted[T]:
-    """Fit every section to its budget, then the history (oldest lines dropped first) to its
-    own budget plus whatever the others left unused. Pinned items (the system prompt, the
-    person's name, the Current State) are never dropped: what they take beyond their section's
-    budget is taken from the history."""
+) -> Fitted:
+    """Fit identity, state and tools to their budgets; the history gets its own budget plus
+    whatever they left unused. Pinned items (the system prompt, the person's name, the Current
+    State) are never dropped: what they take beyond their section's budget is taken from the
+    history. The memory section is fitted on its own (`fit`) and lends the history nothing:
+    what recall finds changes every turn, and the history's length must not follow it."""
     kept_identity = fit(identity, b.identity)
     kept_state = fit(state, b.state)
-    kept_memory = fit(memory, b.memory)
     kept_tools = fit(tools, b.tools)
     spare = (b.identity - used(kept_identity)) + (b.state - used(kept_state)) \
-        + (b.memory - used(kept_memory)) + (b.tools - used(kept_tools))
-    history_budget = max(0, b.history + spare)
-    # Oldest first in `history`: relevance is recency, so the oldest lines go first.
-    ranked = [Piece(p.value, p.tokens, float(i)) for i, p in enumerate(history)]
-    kept_history = fit(ranked, history_budget)
-    return Fitted(kept_identity, kept_state, kept_memory, kept_tools,
-                  [history[int(p.relevance)] for p in kept_history], history_budget)
+        + (b.tools - used(kept_tools))
+    return Fitted(kept_identity, kept_state, kept_tools, max(0, b.history + spare))
+
+
+def history_blocks(lines: Sequence[Piece[T]], budget: int, *, cap: int, block: int,
+                   start_id: int, id_of: Callable[[T], int]) -> list[Piece[T]]:
+    """The recent history (`lines`, oldest first) within `budget` tokens and `cap` lines,
+    trimmed so that its start stays put: it starts where it started last time (`start_id`,
+    the id of that first line) for as long as that fits. When it no longer does (or there is
+    no usable start: a first turn, or the old start is no longer among `lines`), it starts
+    afresh with room to grow: at most `cap - block` lines in at most three quarters of the
+    budget, so that the next several turns keep the new start. When so much room would leave
+    less than two lines, it keeps the newest lines that fit, as many as it can."""
+    start = next((i for i, p in enumerate(lines) if id_of(p.value) >= start_id), len(lines))
+    kept = list(lines[start:])
+    usable = start_id > 0 and bool(lines) and id_of(lines[0].value) <= start_id
+    if usable and len(kept) <= cap and used(kept) <= budget:
+        return kept
+    roomy = _newest(lines, max(0, cap - block), budget * 3 // 4)
+    return roomy if len(roomy) >= 2 else _newest(lines, cap, budget)
+
+
+def _newest(lines: Sequence[Piece[T]], count: int, budget: int) -> list[Piece[T]]:
+    """The newest lines, at most `count` of them, whose tokens fit `budget` together."""
+    kept: list[Piece[T]] = []
+    total = 0
+    for piece in reversed(lines[max(0, len(lines) - count):] if count > 0 else []):
+        if total + piece.tokens > budget:
+            break
+        kept.append(piece)
+        total += piece.tokens
+    return kept[::-1]

@@ -9,7 +9,7 @@ fragments of prompts/fragments.toml. Everything older than a forgetting is redac
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
 import apsw
@@ -25,7 +25,7 @@ from chalie.prompts import Prompts
 from chalie.store import memory_queries as mq
 from chalie.store import queries
 from chalie.store.effects import RememberFact
-from chalie.store.queries import HistoryLine
+from chalie.store.queries import Checkpoint, HistoryLine
 from chalie.values.memory import Item, Kind, knowledge_text, mkey
 from chalie.world.signals import Salient
 
@@ -33,6 +33,9 @@ log = structlog.get_logger("chalie.memory")
 
 NAME_KEY = "name"  # the knowledge key of the person's name: always in the prompt
 MEMORY_ITEM_CHARS = 600  # a recalled message longer than this is shown cut, with an ellipsis
+# Recall is asked for at most one item per this many tokens of the memory section's budget
+# (and at most memory.recall_k): few items are shorter, so the section can fill.
+MEMORY_ITEM_TOKENS = 20
 _encode = msgspec.json.encode
 
 
@@ -58,6 +61,9 @@ class TurnContext(msgspec.Struct, frozen=True):
     vector: bytes | None = None  # the message's embedding, when recall made one
     recalled_texts: tuple[str, ...] = ()  # the texts of the items in the memory section
     worlds: int = 0  # signals in the world-state section
+    situation: str = ""  # where the conversation stands and the drift gists: every turn anew
+    history_from: int = 0  # transcript id of the history's first line (0: no history)
+    memory_fill: float = 0.0  # the share of the memory section's budget recall filled
 
 
 def build(
@@ -76,6 +82,7 @@ def build(
     conversation: str = "",
     traits: Sequence[str] = (),
     gists: Sequence[str] = (),
+    history_from: int = 0,
 ) -> TurnContext:
     """Gather and fit the context of a turn on `channel` answering `text`. `pending` are facts
     this turn already knows (the name the person just gave) before they are stored; `world` the
@@ -84,7 +91,10 @@ def build(
     in the state section after the checkpoint; `traits` the adaptive traits' lines
     (chalie/cognition/traits.py), in the identity section after the stored traits and
     preferences, dropped first when it is over its share; `gists` the DMN's unsent thoughts
-    (drift gists), in the state section after where the conversation stands."""
+    (drift gists), in the state section after where the conversation stands; `history_from`
+    the transcript id the previous turn's history started at: the history keeps that start
+    while it fits, and then drops its oldest lines a block at a time, so that the prompt's
+    beginning stays the same for many turns (a model server's prefix cache reuses it)."""
 
     def tokens(s: str) -> int:
         return max(1, round(estimate_tokens(s) * token_ratio))
@@ -92,21 +102,13 @@ def build(
     f = prompts.fragment
     checkpoint = queries.latest_checkpoint(conn, channel)
     upto = queries.last_transcript_id(conn, channel)
+    cap = 2 * settings.history_turns
+    block = history_block(cap)
     raw_history = queries.recent_transcript(
-        conn, channel, 2 * settings.history_turns,
-        after_id=checkpoint.upto_transcript_id if checkpoint else 0,
+        conn, channel, cap + block, after_id=checkpoint.upto_transcript_id if checkpoint else 0,
     )
     redact = Redactor(mq.forgotten(conn))
     people = _identity(mq.identity_items(conn), pending)
-    try:
-        found = recall.recall(
-            conn, text, settings.recall_k,
-            before_transcript_id=raw_history[0].id if raw_history else None,
-            exclude={i.mkey for i in people},
-        )
-    except Exception as e:  # a bug in recall must cost the turn its memory, not its answer
-        log.exception("recall_failed")
-        found = Recalled((), degraded=f"recall failed: {e!r}")
     identity_pieces = [Piece(system, tokens(system), PINNED)]
     for n, item in enumerate(people):
         line = _identity_line(prompts, item)
@@ -115,57 +117,96 @@ def build(
     for n, learned in enumerate(traits):
         line = prompts.fragment("identity_adaptive", trait=learned)
         identity_pieces.append(Piece(line, tokens(line), 0.5 / (1 + n)))
-    state_pieces: list[Piece[str]] = []
-    current_state = None
-    state_text = redact(checkpoint.text, checkpoint.created_at) if checkpoint else ""
-    if conversation:
-        state_text = f"{state_text}\n\n{conversation}" if state_text else conversation
-    if gists:
-        drift = f("drift_gists", items="\n".join(f"- {redact(g)}" for g in gists))
-        state_text = f"{state_text}\n\n{drift}" if state_text else drift
-    if state_text:
-        current_state = Piece(state_text, tokens(state_text), PINNED)
-        state_pieces.append(current_state)
-    for salient in world:
-        line = _world_line(prompts, salient)
-        state_pieces.append(Piece(line, tokens(line), salient.salience))
-    memory_pieces = []
-    for hit in found.hits:
-        line = redact(_memory_line(prompts, hit), hit.item.created_at)
-        memory_pieces.append(Piece((hit, line), tokens(line), hit.score))
+    current_state, situation, world_pieces = _state_pieces(
+        prompts, redact, tokens, checkpoint=checkpoint, conversation=conversation, gists=gists,
+        world=world)
+    state_pieces = [p for p in (current_state, situation) if p is not None] + world_pieces
     tool_pieces: list[Piece[object]] = [
         Piece(t, tokens(_encode([t.name, t.description, t.parameters]).decode()), 0.0)
         for t in tools
     ]
-    history_pieces: list[Piece[object]] = []
+    history_pieces: list[Piece[HistoryLine]] = []
     for said in raw_history:
         shown = msgspec.structs.replace(said, text=redact(said.text, said.created_at)) \
             if redact else said
         history_pieces.append(Piece(shown, tokens(shown.text) + 2, 0.0))
     budgets = assembly.budgets(settings.context_window, settings.reply_reserve, settings.shares)
     fitted = assembly.assemble(budgets, identity=identity_pieces, state=state_pieces,
-                               memory=memory_pieces, tools=tool_pieces, history=history_pieces)
-    kept = [p.value for p in fitted.memory]
+                               tools=tool_pieces)
+    history = assembly.history_blocks(history_pieces, fitted.history_budget, cap=cap,
+                                      block=block, start_id=history_from,
+                                      id_of=lambda line: line.id)
+    try:
+        found = recall.recall(
+            conn, text, min(settings.recall_k, budgets.memory // MEMORY_ITEM_TOKENS),
+            before_transcript_id=history[0].value.id if history else None,
+            exclude={i.mkey for i in people},
+        )
+    except Exception as e:  # a bug in recall must cost the turn its memory, not its answer
+        log.exception("recall_failed")
+        found = Recalled((), degraded=f"recall failed: {e!r}")
+    memory_pieces = []
+    for hit in found.hits:
+        line = redact(_memory_line(prompts, hit), hit.item.created_at)
+        memory_pieces.append(Piece((hit, line), tokens(line), hit.score))
+    # The most relevant items until the budget is full, then shown in the order they were
+    # said, so that a recalled line sits beside its neighbours and dates read forwards.
+    kept = [p.value for p in assembly.fit(memory_pieces, budgets.memory)]
+    kept.sort(key=lambda hl: (hl[0].item.created_at, hl[0].item.mkey))
+    memory_used = sum(tokens(line) for _, line in kept)
     person = "\n".join(p.value for p in fitted.identity[1:]) or f("identity_empty")
-    kept_world = [p.value for p in fitted.state if p is not current_state]
+    kept_world = [p.value for p in fitted.state if p is not current_state and p is not situation]
     return TurnContext(
         identity=person,
         state=current_state.value if current_state is not None else "",
+        situation=situation.value if situation is not None else "",
         world=f("world_state", items="\n".join(kept_world)) if kept_world else "",
         memory="\n".join(line for _, line in kept),
-        history=tuple(p.value for p in fitted.history),  # type: ignore[misc]
+        history=tuple(p.value for p in history),
         tools=tuple(p.value for p in fitted.tools),  # type: ignore[misc]
         recalled=tuple(hit.item.mkey for hit, _ in kept),
         history_upto=upto,
         tokens={"identity": assembly.used(fitted.identity), "state": assembly.used(fitted.state),
-                "memory": assembly.used(fitted.memory), "tools": assembly.used(fitted.tools),
-                "history": assembly.used(fitted.history),
-                "history_budget": fitted.history_budget},
+                "memory": memory_used, "tools": assembly.used(fitted.tools),
+                "history": assembly.used(history), "history_budget": fitted.history_budget,
+                "memory_budget": budgets.memory},
         degraded=found.degraded,
         vector=found.vector,
         recalled_texts=tuple(hit.item.text for hit, _ in kept),
         worlds=len(kept_world),
+        history_from=history[0].value.id if history else 0,
+        memory_fill=min(1.0, memory_used / budgets.memory) if budgets.memory > 0 else 0.0,
     )
+
+
+def _state_pieces(prompts: Prompts, redact: Redactor, tokens: Callable[[str], int], *,
+                  checkpoint: Checkpoint | None, conversation: str, gists: Sequence[str],
+                  world: Sequence[Salient],
+                  ) -> tuple[Piece[str] | None, Piece[str] | None, list[Piece[str]]]:
+    """The state section's pieces: the Current State (the checkpoint: it changes only when the
+    channel is compacted), the situation (where the conversation stands and the drift gists:
+    new every turn), both pinned, and the world state's signals, by salience."""
+    current_state = situation = None
+    if checkpoint:
+        text = redact(checkpoint.text, checkpoint.created_at)
+        current_state = Piece(text, tokens(text), PINNED)
+    situation_text = conversation
+    if gists:
+        drift = prompts.fragment("drift_gists",
+                                 items="\n".join(f"- {redact(g)}" for g in gists))
+        situation_text = f"{situation_text}\n\n{drift}" if situation_text else drift
+    if situation_text:
+        situation = Piece(situation_text, tokens(situation_text), PINNED)
+    signals = []
+    for salient in world:
+        line = _world_line(prompts, salient)
+        signals.append(Piece(line, tokens(line), salient.salience))
+    return current_state, situation, signals
+
+
+def history_block(cap: int) -> int:
+    """Lines the history drops at once when it must drop some: a quarter of its cap."""
+    return max(2, cap // 4)
 
 
 def identity_text(conn: apsw.Connection, prompts: Prompts) -> str:

@@ -40,10 +40,12 @@ from chalie.values.memory import Item, Kind, split
 log = structlog.get_logger("chalie.memory")
 
 RRF_K = 60
-CANDIDATES = 24  # items each ranking contributes
+CANDIDATES = 24  # items each ranking contributes at least (more when more are asked for)
 NEWEST = 6  # the newest episodes and facts, always among the vector candidates
-RERANKED = 12  # the best full-text candidates, re-ranked by their vectors too
+RERANKED = 12  # the best full-text candidates, re-ranked by their vectors too (at least)
 MIN_SIMILARITY = 0.2  # vector hits below this cosine similarity are noise, not memory
+NEIGHBOURS_OF = 24  # the best recalled messages whose neighbours are recalled with them
+NEIGHBOUR_WEIGHT = 0.5  # a neighbour's score: this share of the score of the hit it is beside
 DAY_S = 86400.0
 
 
@@ -58,6 +60,7 @@ class Hit(msgspec.Struct, frozen=True):
     similarity: float | None
     recency: float
     strength: float
+    beside: int | None = None  # a neighbour: the memory key of the hit it was recalled beside
 
 
 class Recalled(msgspec.Struct, frozen=True):
@@ -96,10 +99,11 @@ class Recall:
 
         if k <= 0 or not query.strip():
             return Recalled(())
-        text_ranked = [key for key in fts.search(conn, query, CANDIDATES + 16) if eligible(key)]
-        text_ranked = text_ranked[:CANDIDATES]
+        depth = max(CANDIDATES, k)
+        text_ranked = [key for key in fts.search(conn, query, depth + 16) if eligible(key)]
+        text_ranked = text_ranked[:depth]
         vector_ranked, similarity, degraded, vector = self._vector_ranking(
-            conn, query, text_ranked, eligible)
+            conn, query, text_ranked, eligible, depth)
         fused: dict[int, float] = {}
         for ranking in (text_ranked, vector_ranked):
             for rank, key in enumerate(ranking, 1):
@@ -113,23 +117,55 @@ class Recall:
         now = self._clock.time()
         hits = []
         for key, item in found.items():
-            recency = 1.0 / (1.0 + max(0.0, now - item.created_at) / DAY_S
-                             / self._config.recency_days)
-            recalls, last = strengths.get(key, (0, item.created_at))
-            idle_days = max(0.0, now - last) / DAY_S
-            strength = (1 + recalls) * (1 + idle_days) ** -self._config.retrieval_decay
+            recency, strength = self._weights(item, strengths, now)
             salience = 1.0 if item.salience is None else 0.9 + 0.2 * item.salience
             score = fused[key] * (0.7 + 0.3 * recency) \
                 * (0.8 + 0.4 * strength / (1 + strength)) * salience
             hits.append(Hit(item, score, fused[key], text_rank.get(key), vector_rank.get(key),
                             similarity.get(key), recency, strength))
         hits.sort(key=lambda h: (-h.score, -h.item.mkey))
+        hits = self._with_neighbours(conn, hits[:k], eligible, now)
         if self._metrics is not None:
             self._metrics.recall_seconds.observe(time.perf_counter() - started)
         return Recalled(tuple(hits[:k]), degraded, vector)
 
+    def _weights(self, item: Item, strengths: dict[int, tuple[int, float]],
+                 now: float) -> tuple[float, float]:
+        """An item's recency and retrieval strength (see the module's docstring)."""
+        recency = 1.0 / (1.0 + max(0.0, now - item.created_at) / DAY_S
+                         / self._config.recency_days)
+        recalls, last = strengths.get(item.mkey, (0, item.created_at))
+        idle_days = max(0.0, now - last) / DAY_S
+        return recency, (1 + recalls) * (1 + idle_days) ** -self._config.retrieval_decay
+
+    def _with_neighbours(self, conn: apsw.Connection, hits: list[Hit],
+                         eligible: Callable[[int], bool], now: float) -> list[Hit]:
+        """The hits, and beside the best recalled messages what surrounds them: the line
+        before and after (a question and its answer are two lines) and the episode that
+        covers them, each scored NEIGHBOUR_WEIGHT of the hit it is beside (an item found on
+        its own keeps the better of its two scores). Best first."""
+        best = {h.item.mkey: h for h in hits}
+        messages = [h for h in hits if h.item.kind == "message"][:NEIGHBOURS_OF]
+        around = mq.neighbours(conn, [h.item.id for h in messages])
+        wanted: dict[int, Hit] = {}
+        for hit in messages:
+            for key in around.get(hit.item.id, ()):
+                score = hit.score * NEIGHBOUR_WEIGHT
+                if eligible(key) and (key not in best or best[key].score < score) \
+                        and (key not in wanted or wanted[key].score < score):
+                    wanted[key] = hit
+        if wanted:
+            found = mq.items(conn, list(wanted))
+            strengths = mq.strengths(conn, list(found))
+            for key, item in found.items():
+                hit = wanted[key]
+                recency, strength = self._weights(item, strengths, now)
+                best[key] = Hit(item, hit.score * NEIGHBOUR_WEIGHT, 0.0, None, None, None,
+                                recency, strength, beside=hit.item.mkey)
+        return sorted(best.values(), key=lambda h: (-h.score, -h.item.mkey))
+
     def _vector_ranking(self, conn: apsw.Connection, query: str, text_ranked: list[int],
-                        eligible: Callable[[int], bool],
+                        eligible: Callable[[int], bool], depth: int,
                         ) -> tuple[list[int], dict[int, float], str | None, bytes | None]:
         if self._embedder is None:
             return [], {}, "no embedder", None
@@ -150,12 +186,12 @@ class Recall:
             if self._metrics is not None:
                 self._metrics.recall_degraded.inc()
             return [], {}, problem, None
-        near = mq.nearest(conn, self._space_id, vector, CANDIDATES) \
+        near = mq.nearest(conn, self._space_id, vector, depth) \
             if self._embedder.binary_knn else []
         newest = mq.newest(conn, NEWEST)
-        candidates = list(dict.fromkeys(k for k in (*near, *text_ranked[:RERANKED], *newest)
-                                        if eligible(k)))
+        reranked = text_ranked[:max(RERANKED, depth // 2)]
+        candidates = list(dict.fromkeys(k for k in (*near, *reranked, *newest) if eligible(k)))
         scored = [(key, s) for key, s in mq.similarities(conn, self._space_id, vector,
                                                            candidates) if s >= MIN_SIMILARITY]
-        scored = scored[:CANDIDATES]
+        scored = scored[:depth]
         return [key for key, _ in scored], dict(scored), None, vector

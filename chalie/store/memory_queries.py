@@ -92,6 +92,30 @@ def similarities(conn: apsw.Connection, space_id: int, query: bytes,
     return [(int(k), float(s)) for k, s in rows]  # type: ignore[arg-type]
 
 
+def neighbours(conn: apsw.Connection, message_ids: Sequence[int]) -> dict[int, list[int]]:
+    """message id -> memory keys of what surrounds it: the line said before it and the one
+    after it on its channel, and the episode whose span covers it (each when there is one)."""
+    around: dict[int, list[int]] = {}
+    for i in message_ids:
+        row = conn.execute("SELECT channel FROM transcript WHERE id = ?", (i,)).fetchone()
+        if row is None:
+            continue
+        channel, keys = str(row[0]), []
+        for sql in ("SELECT id FROM transcript WHERE channel = ? AND id < ? "
+                    "ORDER BY id DESC LIMIT 1",
+                    "SELECT id FROM transcript WHERE channel = ? AND id > ? ORDER BY id LIMIT 1"):
+            if (near := conn.execute(sql, (channel, i)).fetchone()) is not None:
+                keys.append(mkey(Kind.TRANSCRIPT, int(near[0])))
+        episode = conn.execute(
+            "SELECT id, transcript_from FROM episodes INDEXED BY episodes_by_span "
+            "WHERE channel = ? AND transcript_to >= ? ORDER BY transcript_to LIMIT 1",
+            (channel, i)).fetchone()
+        if episode is not None and int(episode[1]) <= i:
+            keys.append(mkey(Kind.EPISODE, int(episode[0])))
+        around[i] = keys
+    return around
+
+
 def strengths(conn: apsw.Connection, keys: Sequence[int]) -> dict[int, tuple[int, float]]:
     """mkey -> (times recalled, when last), for the keys that were ever recalled."""
     if not keys:

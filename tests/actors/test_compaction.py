@@ -136,7 +136,7 @@ def test_trail_summary_that_is_not_enough_restarts_the_loop_at_step_one(start_tr
     """With history and trail both large, the trail is summarised first; when that is not
     enough the loop restarts from a checkpoint and its next tool call is step 1 again."""
     name = ScriptCall("memory", {"action": "remember", "key": "name", "value": "Ada"})
-    long_summary = SUMMARY + " She wants it done before the weekend. " * 24  # about 1020 chars
+    long_summary = SUMMARY + " She wants it done before the weekend. " * 28  # about 1170 chars
     provider = Uncalibrated([calls(PLAN_CALL), answer(long_summary), answer(STATE),
                              calls(name), answer("Saved your plan and your name.")])
     tree = start_tree(provider, llm=WINDOW)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from chalie.memory.assembly import Budgets, Piece, assemble, budgets, fit
+from chalie.memory.assembly import Budgets, Piece, assemble, budgets, fit, history_blocks
 
 SHARES = {"identity": 0.15, "state": 0.10, "memory": 0.30, "tools": 0.20, "history": 0.25}
 
@@ -41,26 +41,67 @@ def test_of_two_equally_relevant_items_the_later_one_is_dropped() -> None:
     assert names(fit(pieces(("first", 10, 1.0), ("second", 10, 1.0)), 15)) == ["first"]
 
 
-def test_unused_budget_is_lent_to_the_history_which_drops_its_oldest_lines() -> None:
-    """Sections that use less than their share let the history keep more of the newest lines."""
+def history(n: int, tokens: int = 10) -> list[Piece[int]]:
+    """n history lines, oldest first, whose transcript ids are 1..n."""
+    return [Piece(i, tokens, 0.0) for i in range(1, n + 1)]
+
+
+def ids(kept: list[Piece[int]]) -> list[int]:
+    return [p.value for p in kept]
+
+
+def blocks(lines: list[Piece[int]], budget: int, start_id: int, cap: int = 8,
+           block: int = 2) -> list[int]:
+    return ids(history_blocks(lines, budget, cap=cap, block=block, start_id=start_id,
+                              id_of=lambda i: i))
+
+
+def test_unused_budget_is_lent_to_the_history_but_memory_lends_nothing() -> None:
+    """Identity, state and tools lend what they leave unused to the history; the memory section
+    is fitted on its own, so what recall finds never moves the history's start."""
     b = Budgets(identity=20, state=10, memory=30, tools=20, history=25)
-    history: list[Piece[object]] = [Piece(f"line {n}", 10, 0.0) for n in range(10)]
-    fitted = assemble(b, identity=pieces(("system", 20, float("inf"))), state=[],
-                      memory=pieces(("m", 10, 1.0)), tools=[], history=history)
-    # spare: state 10 + memory 20 + tools 20 = 50, so the history gets 75 tokens: 7 lines
-    assert fitted.history_budget == 75
-    assert [p.value for p in fitted.history] == [f"line {n}" for n in range(3, 10)]
+    fitted = assemble(b, identity=pieces(("system", 20, float("inf"))), state=[], tools=[])
+    assert fitted.history_budget == 25 + 10 + 20  # state 10 + tools 20 unused
 
 
 def test_an_oversized_current_state_is_kept_and_paid_for_by_the_history() -> None:
     """The Current State is never dropped; what it takes beyond its share comes off the history."""
     b = Budgets(identity=0, state=10, memory=0, tools=0, history=50)
-    history: list[Piece[object]] = [Piece(f"line {n}", 10, 0.0) for n in range(5)]
-    fitted = assemble(b, identity=[], state=pieces(("state", 40, float("inf"))), memory=[],
-                      tools=[], history=history)
+    fitted = assemble(b, identity=[], state=pieces(("state", 40, float("inf"))), tools=[])
     assert names(fitted.state) == ["state"]
     assert fitted.history_budget == 20
-    assert [p.value for p in fitted.history] == ["line 3", "line 4"]
+    assert blocks(history(5), fitted.history_budget, start_id=4) == [4, 5]
+
+
+def test_the_history_keeps_its_start_while_it_fits() -> None:
+    """Turn after turn the history grows at its end and starts where it started."""
+    assert blocks(history(5), 100, start_id=2) == [2, 3, 4, 5]
+    assert blocks(history(7), 100, start_id=2) == [2, 3, 4, 5, 6, 7]
+    assert blocks(history(9), 80, start_id=2) == [2, 3, 4, 5, 6, 7, 8, 9]  # at cap and budget
+
+
+def test_past_its_cap_or_budget_the_history_starts_afresh_with_room_to_grow() -> None:
+    """Over its cap of lines or its budget of tokens, it moves its start far enough that the
+    next turns fit again: a block of lines short of the cap, a quarter of the budget free."""
+    assert blocks(history(10), 100, start_id=2) == [5, 6, 7, 8, 9, 10]  # 9 lines > cap 8
+    assert blocks(history(10), 60, start_id=5) == [5, 6, 7, 8, 9, 10]  # 60 of 60: it fits
+    assert blocks(history(10), 50, start_id=5) == [8, 9, 10]  # 30 of 37 tokens
+    assert blocks(history(12), 100, start_id=5) == [5, 6, 7, 8, 9, 10, 11, 12]  # kept: it fits
+
+
+def test_a_history_without_a_usable_start_leaves_room_to_grow() -> None:
+    """On a first turn (or when the old start is gone) it takes a block less than its cap."""
+    assert blocks(history(10), 100, start_id=0) == [5, 6, 7, 8, 9, 10]
+    lines = history(10)[4:]  # ids 5..10: the old start 2 is no longer among them
+    assert blocks(lines, 100, start_id=2) == [5, 6, 7, 8, 9, 10]
+    assert blocks(history(3), 100, start_id=0) == [1, 2, 3]
+    assert blocks([], 100, start_id=3) == []
+
+
+def test_a_tight_budget_keeps_the_newest_lines_that_fit() -> None:
+    """When room to grow would leave less than two lines, as many as fit are kept."""
+    assert blocks(history(6, tokens=30), 70, start_id=0) == [5, 6]  # 3/4 of 70: one line
+    assert blocks(history(6, tokens=80), 70, start_id=3) == []  # not even one fits
 
 
 def test_pinned_items_stay_even_over_budget() -> None:

@@ -7,7 +7,7 @@ import logging
 import math
 import sys
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import apsw
@@ -115,7 +115,7 @@ def by_key(hits: Sequence[Hit]) -> dict[int, Hit]:
     return {h.item.mkey: h for h in hits}
 
 
-def order(hits: Sequence[Hit]) -> list[int]:
+def order(hits: Iterable[Hit]) -> list[int]:
     return [h.item.mkey for h in hits]
 
 
@@ -156,7 +156,9 @@ def test_a_message_said_once_is_found_before_any_vector_exists(
     say(writer, "let's talk about dinner", at=now)
     found = recall_with(config, clock, space_id).recall(writer, "what is the wifi password?", 5)
     assert found.degraded is None
-    (hit,) = found.hits
+    hit, beside = found.hits  # the line said after it comes along as its neighbour
+    assert beside.beside == key
+    assert beside.item.text == "let's talk about dinner"
     assert hit.item.mkey == key
     assert hit.item.text == "the wifi password is purple-otter-42"
     assert (hit.item.kind, hit.item.role, hit.item.channel) == ("message", "user", "main")
@@ -188,7 +190,8 @@ def test_an_item_found_by_both_rankings_outranks_one_found_by_full_text_alone(
     embed(writer, space_id, [both, elsewhere])
     found = recall_with(config, clock, space_id).recall(writer, "dog", 5)
     assert found.degraded is None
-    assert order(found.hits) == [both, only_text]
+    assert order(h for h in found.hits if h.beside is None) == [both, only_text]
+    assert [h.item.mkey for h in found.hits if h.beside is not None] == [elsewhere]
     hits = by_key(found.hits)
 
     lone = hits[only_text]

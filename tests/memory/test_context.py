@@ -1,0 +1,155 @@
+"""A turn's context on a real store: recall fills the memory section's budget, shows what it
+found dated and in the order it was said, beside its neighbours, never a line the history
+holds; the history's start stays put while it fits."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import apsw
+import pytest
+
+from chalie.clock import ManualClock
+from chalie.config import Config
+from chalie.memory import assembly, context
+from chalie.memory.context import ContextSettings, TurnContext
+from chalie.memory.embedders import HashedEmbedder
+from chalie.memory.recall import Recall
+from chalie.prompts import Prompts
+from chalie.store import db, memory_writes
+from chalie.values.memory import Kind
+
+SHARES = {"identity": 0.15, "state": 0.10, "memory": 0.30, "tools": 0.20, "history": 0.25}
+DAY_S = 86400.0
+
+
+@pytest.fixture
+def config(make_config: Any) -> Config:
+    built: Config = make_config()
+    return built
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+def writer(config: Config) -> Iterator[apsw.Connection]:
+    conn = db.open_writer(config.store.path, busy_timeout_ms=2000, synchronous="FULL")
+    yield conn
+    conn.close()
+
+
+def say(conn: apsw.Connection, text: str, *, at: float, channel: str = "main",
+        role: str = "user") -> int:
+    """A transcript line; its id."""
+    with db.immediate(conn):
+        return memory_writes.add_transcript(conn, channel, None, role=role, text=text, at=at)
+
+
+def build(conn: apsw.Connection, config: Config, clock: ManualClock, text: str, *,
+          window: int = 8192, history_turns: int = 20, recall_k: int = 200,
+          history_from: int = 0) -> TurnContext:
+    with db.immediate(conn):
+        space = memory_writes.ensure_space(conn, HashedEmbedder.space, now=1.0)
+    recall = Recall(embedder=HashedEmbedder(), space_id=space, config=config.memory,
+                    clock=clock)
+    settings = ContextSettings(context_window=window, reply_reserve=0.35, shares=SHARES,
+                               history_turns=history_turns, recall_k=recall_k)
+    return context.build(conn, channel="main", text=text, recall=recall,
+                         prompts=Prompts.load(), system="You are Chalie.", tools=(),
+                         settings=settings, history_from=history_from)
+
+
+def test_recall_fills_the_memory_budget_with_more_than_a_fixed_count(
+    writer: apsw.Connection, config: Config, clock: ManualClock
+) -> None:
+    """Sixty lines about the boat: the memory section takes as many as its budget holds, well
+    past the dozen it used to stop at, and stays within the budget."""
+    start = clock.time() - 30 * DAY_S
+    for n in range(60):
+        say(writer, f"the boat needed repair number {n} on the hull", at=start + n * 60)
+    for n in range(40):  # the recent conversation, about something else
+        say(writer, f"the weather report {n} says rain", at=clock.time() - 600 + n)
+    ctx = build(writer, config, clock, "what happened with the boat?", window=4096)
+    budget = assembly.budgets(4096, 0.35, SHARES).memory
+    assert 12 < len(ctx.recalled) <= 60
+    assert ctx.tokens["memory"] <= budget
+    assert ctx.tokens["memory_budget"] == budget
+    assert ctx.memory_fill > 0.8
+
+
+def test_recalled_lines_are_dated_and_in_the_order_they_were_said(
+    writer: apsw.Connection, config: Config, clock: ManualClock
+) -> None:
+    """Whatever their scores, recalled lines read forwards in time, each with its date."""
+    days = [40, 10, 25]
+    for d in days:
+        say(writer, f"the kayak trip {d} days ago was wonderful", at=clock.time() - d * DAY_S)
+    for n in range(40):
+        say(writer, f"filler line {n} about lunch", at=clock.time() - 60 + n)
+    ctx = build(writer, config, clock, "tell me about the kayak trip")
+    lines = [line for line in ctx.memory.splitlines() if "kayak" in line]
+    assert len(lines) == 3
+    dates = [datetime.fromtimestamp(clock.time() - d * DAY_S, UTC).strftime("%Y-%m-%d")
+             for d in sorted(days, reverse=True)]
+    for line, date, d in zip(lines, dates, sorted(days, reverse=True), strict=True):
+        assert date in line
+        assert f"trip {d} days" in line
+
+
+def test_a_recalled_line_comes_with_the_lines_said_around_it(
+    writer: apsw.Connection, config: Config, clock: ManualClock
+) -> None:
+    """A question and its answer are two lines: the answer holds no word of the question asked
+    now, but it comes along beside the line that does."""
+    old = clock.time() - 20 * DAY_S
+    say(writer, "Melanie: what instrument did you pick up last spring?", at=old)
+    say(writer, "Caroline: the clarinet, I practise every evening", at=old + 30)
+    for n in range(40):
+        say(writer, f"filler line {n} about lunch", at=clock.time() - 60 + n)
+    ctx = build(writer, config, clock, "Which instrument did she pick up?")
+    assert "the clarinet, I practise every evening" in ctx.memory
+
+
+def test_history_and_memory_never_hold_the_same_line(
+    writer: apsw.Connection, config: Config, clock: ManualClock
+) -> None:
+    """Lines in the history are not recalled again; lines older than the history's start are
+    recalled even when they come after the newest checkpoint."""
+    ids = [say(writer, f"garden note {n}: the roses need water", at=clock.time() - 3600 + n)
+           for n in range(60)]
+    ctx = build(writer, config, clock, "what about the roses?", history_turns=5)
+    in_history = {line.id for line in ctx.history}
+    assert in_history  # the newest lines
+    recalled = {key >> 2 for key in ctx.recalled if key & 3 == int(Kind.TRANSCRIPT)}
+    assert recalled
+    assert not recalled & in_history
+    assert min(in_history) == ctx.history_from
+    assert recalled <= {i for i in ids if i < ctx.history_from}
+
+
+def test_the_history_keeps_its_start_across_turns(
+    writer: apsw.Connection, config: Config, clock: ManualClock
+) -> None:
+    """Turn after turn (two lines each) the history starts at the same line until its cap is
+    reached; then it moves once, far enough to stay put again for several turns."""
+    for n in range(10):
+        say(writer, f"line {n}", at=clock.time() + n, role="user" if n % 2 == 0 else "assistant")
+    starts = []
+    start = 0
+    for turn in range(12):
+        ctx = build(writer, config, clock, f"question {turn}", history_turns=8,
+                    history_from=start)
+        start = ctx.history_from
+        starts.append(start)
+        say(writer, f"question {turn}", at=clock.time() + 100 + 2 * turn)
+        say(writer, f"answer {turn}", at=clock.time() + 101 + 2 * turn, role="assistant")
+    # Cap 16 lines, a block of 4: 10, 12, 14, 16 lines; then 18 is over, and it starts afresh
+    # with 12 (room for two more turns), and so on.
+    runs = [len(list(group)) for _, group in itertools.groupby(starts)]
+    assert runs == [4, 3, 3, 2]
