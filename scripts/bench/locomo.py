@@ -1,0 +1,340 @@
+"""LoCoMo recall: does the first LLM request of a turn carry the conversation lines that answer
+the question?
+
+Data: LoCoMo, from Maharana, Lee, Tulyakov, Bansal, Barbieri and Fang, "Evaluating Very
+Long-Term Conversational Memory of LLM Agents", ACL 2024 (snap-research/locomo; CC BY-NC 4.0).
+Five conversations are read from ../shared/bench-data/locomo/ (from the repository's root; see
+its README.md) or --data DIR; they are never copied into the repository.
+
+Protocol, per conversation and per context window (scripts/bench/locomo_data.py has the line,
+export, evidence and baseline parts):
+1. The conversation's dialog lines are imported with the real `chalie import` CLI into a fresh
+   data dir: one message of the person's (role user) per line on the channel "main", text
+   "<speaker>: <line>" (plus " [shares a photo: <caption>]"), created at its session's date
+   (UTC) plus 30 s per line index; the channel's encoding mark is at the last line, so the
+   encoder makes no episodes of them.
+2. The server starts against the harness's stub LLM (tests/integration/harness.py; the DMN is
+   off there) and the benchmark waits until every line is embedded (chalie_embeddings_total ok
+   reaches the line count and chalie_vectors_pending is 0 on /metrics).
+3. Each question of categories 1-4 (5, adversarial, is left out) is sent over one /ws socket on
+   the channel "main" as a chat, one after another; the stub answers each with "stub answer".
+   The judged request of a turn is the first request the stub saw after the chat was sent that
+   carries no response_format (the encoder's requests do) and whose "person's message" section
+   (prompts/act_user.md) is the question.
+4. A question is found when every evidence line (its first 80 characters, casefolded, runs of
+   whitespace folded) is in that request's text (all message contents, the system prompt too,
+   folded alike). Evidence ids that name no line are skipped; a question left with none is
+   skipped and counted apart.
+5. Two baselines on the same lines with the memory section's own budget
+   (chalie.memory.assembly.budgets(window, reply_reserve, shares).memory of the server's
+   config; tokens by chalie.llm.types.estimate_tokens): BM25 (SQLite FTS5, porter tokenizer,
+   the question's words quoted and OR'd, lines in bm25 order while they fit) and the newest
+   lines (newest first while they fit). A baseline finds a question when its selection holds
+   every evidence line.
+Also reported: the judged requests' size (estimate_tokens), the context sections' token use
+(the server's context_ready log line), the turn overhead (response_time_s - llm_s per turn, as
+scripts/bench/turn_overhead.py computes it) and the time each phase took. All five
+conversations at both windows take about a minute on 2 cores (no LLM, no network).
+
+    .venv/bin/python scripts/bench/locomo.py [--conversations 26,30] [--windows 8192,32768]
+        [--set memory.recall_k=24] [--limit 20] [--dump DIR] [--json FILE] [--data DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import _common
+import httpx
+import locomo_data as ld
+import locomo_report as report
+from _common import progress, turn_events
+from prometheus_client.parser import text_string_to_metric_families
+
+from chalie.config_load import load_config
+from chalie.llm.types import estimate_tokens
+from chalie.memory.assembly import SECTIONS, budgets
+from tests.integration.harness import ServerProcess, StubLlm, wait_for
+
+_common.quiet_logging()
+
+CHANNEL = "main"
+DEFAULT_DATA = _common.ROOT.parent / "shared" / "bench-data" / "locomo"
+EMBED_TIMEOUT_S = 600.0
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA,
+                        help="the LoCoMo conversations (default ../shared/bench-data/locomo)")
+    parser.add_argument("--conversations", default="",
+                        help="file stems, comma-separated (default: every .json in --data)")
+    parser.add_argument("--windows", default="8192,32768",
+                        help="llm.context_window of each server run (default 8192,32768)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[],
+                        metavar="KEY=VALUE", help="a config override for the server "
+                        "(TOML value, else a string), e.g. memory.embedder=hashed; repeatable")
+    parser.add_argument("--limit", type=int, default=0,
+                        help="questions per conversation (default: all)")
+    parser.add_argument("--dump", type=Path, help="write each judged request here")
+    parser.add_argument("--json", type=Path, help="write every figure here as JSON")
+    args = parser.parse_args()
+    args.windows = [int(w) for w in args.windows.split(",") if w.strip()]
+    return args
+
+
+def overrides(pairs: list[str]) -> dict[str, dict[str, Any]]:
+    """--set KEY=VALUE pairs as config sections ("llm.primary.model=x" nests)."""
+    sections: dict[str, dict[str, Any]] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or "." not in key:
+            raise SystemExit(f"--set {pair!r}: expected SECTION.KEY=VALUE")
+        try:
+            value = tomllib.loads(f"v = {raw}")["v"]
+        except tomllib.TOMLDecodeError:
+            value = raw
+        *path, leaf = key.split(".")
+        target = sections
+        for part in path:
+            target = target.setdefault(part, {})
+        target[leaf] = value
+    return sections
+
+
+@dataclass
+class Judged:
+    """One question in one server run."""
+
+    conversation: str
+    number: int
+    category: int
+    chalie: bool
+    bm25: bool
+    newest: bool
+    judged: bool  # the turn's first request was identified
+    turn_id: str | None
+    prompt_tokens: int | None
+    where: dict[str, str] = field(default_factory=dict)  # evidence id -> memory/history/...
+
+
+@dataclass
+class RunResult:
+    conversation: str
+    window: int
+    memory_budget: int
+    questions: list[Judged]
+    phases: dict[str, float]
+    sections: list[dict[str, int]]  # context_ready tokens of the judged turns
+    overhead: list[float]  # response_time_s - llm_s of the judged turns
+    error_frames: int
+    log_problems: dict[str, Any]
+    encoder_requests: int
+
+
+def person_marker() -> tuple[str, str]:
+    """What surrounds the person's message in the turn prompt (prompts/act_user.md)."""
+    template = (_common.ROOT / "prompts" / "act_user.md").read_text(encoding="utf-8")
+    before = template.split("$user_text")[0].rsplit("$", 1)[1].split("\n", 1)[1]
+    after = template.split("$user_text")[1].split("$")[0]
+    return ld.fold(before), ld.fold(after)
+
+
+def judged_request(bodies: list[dict[str, Any]], question: str,
+                   marker: tuple[str, str]) -> dict[str, Any] | None:
+    """The first request of the turn that asked `question`."""
+    wanted = f"{marker[0]} {ld.fold(question)} {marker[1]}"
+    for body in bodies:
+        if body.get("response_format") is None \
+                and wanted in ld.fold(ld.request_text(body)):
+            return body
+    return None
+
+
+def where_found(folded: str, evidence_text: str) -> str:
+    """Which part of the folded request holds the evidence line: memory, history, other."""
+    at = folded.find(ld.needle(evidence_text))
+    if at < 0:
+        return "absent"
+    memory = folded.find(ld.fold("# What you remember that may matter here"))
+    history = folded.find(ld.fold("# Conversation so far"))
+    if 0 <= history < at:
+        return "history"
+    return "memory" if 0 <= memory < at else "other"
+
+
+def metrics(url: str) -> dict[str, float]:
+    try:
+        text = httpx.get(f"{url}/metrics", timeout=10).text
+    except httpx.HTTPError:
+        return {}
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = ",".join(f'{k}="{v}"' for k, v in sorted(sample.labels.items()))
+            out[f"{sample.name}{{{labels}}}" if labels else sample.name] = sample.value
+    return out
+
+
+def embedded(url: str, lines: int) -> bool:
+    m = metrics(url)
+    return m.get('chalie_embeddings_total{result="ok"}', 0) >= lines \
+        and m.get("chalie_vectors_pending", 1) == 0
+
+
+def chalie_import(server: ServerProcess, conversation: ld.Conversation, workdir: Path) -> None:
+    """The lines into the server's fresh data dir with the real CLI."""
+    export = workdir / "locomo.jsonl"
+    export.write_text("\n".join(ld.export_lines(conversation.lines, CHANNEL, time.time()))
+                      + "\n", encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CHALIE_")}
+    done = subprocess.run([sys.executable, "-m", "chalie", "import", str(export),
+                           "--config", str(server.config_path)], cwd=_common.ROOT, env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"chalie import failed ({done.returncode}): {done.stderr.strip()}")
+
+
+def memory_budget(config_path: Path) -> int:
+    """The memory section's tokens in the server's own config."""
+    config = load_config(config_path)
+    primary = config.llm.job("primary")
+    assert primary is not None  # a job's own settings always resolve; only a fallback may not
+    shares = {name: float(getattr(config.context, name)) for name in SECTIONS}
+    return budgets(primary.context_window, config.context.reply_reserve, shares).memory
+
+
+def run(conversation: ld.Conversation, window: int, args: argparse.Namespace,
+        stub: StubLlm, marker: tuple[str, str]) -> RunResult:
+    """One fresh store, one server, every question of the conversation."""
+    sections = overrides(args.overrides)
+    sections.setdefault("llm", {})["context_window"] = window
+    sections.setdefault("log", {}).setdefault("level", "info")
+    workdir = Path(tempfile.mkdtemp(prefix=f"chalie-locomo-{conversation.name}-"))
+    server = ServerProcess(workdir, stub, **sections)  # type: ignore[arg-type]
+    questions = list(conversation.questions)[:args.limit or None]
+    budget = memory_budget(server.config_path)
+    phases: dict[str, float] = {}
+    stub.requests.clear()
+    asked: list[tuple[ld.Question, dict[str, Any] | None, str | None]] = []
+    errors = 0
+    try:
+        t0 = time.perf_counter()
+        chalie_import(server, conversation, workdir)
+        phases["import_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        server.start()
+        phases["start_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        wait_for(lambda: embedded(server.url, len(conversation.lines)), EMBED_TIMEOUT_S)
+        phases["embed_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        client = server.connect(channel=CHANNEL)
+        for q in questions:
+            mark = len(stub.requests)
+            frames = client.turn(q.text)
+            errors += sum(f["type"] == "error" for f in frames)
+            body = judged_request(stub.requests[mark:], q.text, marker)
+            asked.append((q, body, frames[-1].get("exchange_id")))
+        phases["questions_s"] = time.perf_counter() - t0
+        ids = {t for _, _, t in asked if t}
+        try:
+            wait_for(lambda: ids <= set(turn_events(server.log_events())), timeout=10)
+        except AssertionError:
+            progress("some turn log lines never arrived; reporting those found")
+        events = server.log_events()
+    finally:
+        t0 = time.perf_counter()
+        if server.proc is not None:
+            server.stop()
+        phases["stop_s"] = time.perf_counter() - t0
+        shutil.rmtree(workdir, ignore_errors=True)
+    t0 = time.perf_counter()
+    result = judge(conversation, window=window, budget=budget, asked=asked, events=events,
+                   args=args)
+    phases["baselines_s"] = time.perf_counter() - t0
+    result.phases = {k: round(v, 3) for k, v in phases.items()}
+    result.error_frames = errors
+    result.encoder_requests = sum(b.get("response_format") is not None for b in stub.requests)
+    return result
+
+
+def judge(conversation: ld.Conversation, *, window: int, budget: int,
+          asked: list[tuple[ld.Question, dict[str, Any] | None, str | None]],
+          events: list[dict[str, Any]], args: argparse.Namespace) -> RunResult:
+    """Each question's outcome for Chalie and both baselines, and the run's figures."""
+    by_id = conversation.by_id
+    bm25 = ld.Bm25(conversation.lines)
+    newest = {line.dia_id for line in ld.newest(conversation.lines, budget)}
+    turns = turn_events(events)
+    ready = {e["turn_id"]: e["tokens"] for e in events
+             if e.get("event") == "context_ready" and "turn_id" in e and "tokens" in e}
+    out = RunResult(conversation.name, window, budget, [], {}, [], [], 0, {}, 0)
+    for q, body, turn_id in asked:
+        texts = [by_id[e].text for e in q.evidence]
+        request = ld.request_text(body) if body is not None else ""
+        folded = ld.fold(request)
+        picked = {line.dia_id for line in bm25.select(q.text, budget)}
+        judged = Judged(
+            conversation.name, q.number, q.category,
+            chalie=body is not None and ld.found_in(texts, folded),
+            bm25=set(q.evidence) <= picked, newest=set(q.evidence) <= newest,
+            judged=body is not None, turn_id=turn_id,
+            prompt_tokens=estimate_tokens(request) if body is not None else None,
+            where={e: where_found(folded, by_id[e].text) for e in q.evidence})
+        out.questions.append(judged)
+        if turn_id in ready:
+            out.sections.append(ready[turn_id])
+        if turn_id in turns:
+            out.overhead.append(turns[turn_id]["response_time_s"] - turns[turn_id]["llm_s"])
+        if args.dump is not None:
+            report.dump(args.dump, window, conversation, q, judged=judged, request=request,
+                        ranked=[line.dia_id for line in bm25.ranked(q.text)], picked=picked)
+    bm25.close()
+    out.log_problems = _common.log_problems(events)
+    return out
+
+
+def main() -> int:
+    args = parse_args()
+    started = time.perf_counter()
+    names = [n.strip() for n in args.conversations.split(",") if n.strip()] \
+        or sorted(p.stem for p in args.data.glob("*.json"))
+    conversations = [ld.load(args.data / f"{name}.json") for name in names]
+    marker = person_marker()
+    stub = StubLlm()
+    results: list[RunResult] = []
+    try:
+        for window in args.windows:
+            for conversation in conversations:
+                progress(f"window {window}, conversation {conversation.name}: "
+                         f"{len(conversation.lines)} lines, "
+                         f"{len(conversation.questions[:args.limit or None])} questions")
+                result = run(conversation, window, args, stub, marker)
+                progress(f"  {report.one_line(result)}")
+                results.append(result)
+    finally:
+        stub.close()
+    wall = time.perf_counter() - started
+    figures = report.figures(args, conversations, results, wall)
+    sys.stdout.write(report.table(figures))
+    if args.json is not None:
+        args.json.write_text(json.dumps({**figures, "questions": [
+            {"window": r.window, **asdict(q)} for r in results for q in r.questions]},
+            indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
