@@ -136,9 +136,12 @@ def build(
     history = assembly.history_blocks(history_pieces, fitted.history_budget, cap=cap,
                                       block=block, start_id=history_from,
                                       id_of=lambda line: line.id)
+    # What the history leaves of its budget goes to memory: the history's start does not
+    # depend on what recall finds, and a short conversation leaves room to recall more.
+    memory_budget = budgets.memory + max(0, fitted.history_budget - assembly.used(history))
     try:
         found = recall.recall(
-            conn, text, min(settings.recall_k, budgets.memory // MEMORY_ITEM_TOKENS),
+            conn, text, min(settings.recall_k, memory_budget // MEMORY_ITEM_TOKENS),
             before_transcript_id=history[0].value.id if history else None,
             exclude={i.mkey for i in people},
         )
@@ -151,7 +154,7 @@ def build(
         memory_pieces.append(Piece((hit, line), tokens(line), hit.score))
     # The most relevant items until the budget is full, then shown in the order they were
     # said, so that a recalled line sits beside its neighbours and dates read forwards.
-    kept = [p.value for p in assembly.fit(memory_pieces, budgets.memory)]
+    kept = [p.value for p in assembly.fit(memory_pieces, memory_budget)]
     kept.sort(key=lambda hl: (hl[0].item.created_at, hl[0].item.mkey))
     memory_used = sum(tokens(line) for _, line in kept)
     person = "\n".join(p.value for p in fitted.identity[1:]) or f("identity_empty")
@@ -169,7 +172,7 @@ def build(
         tokens={"identity": assembly.used(fitted.identity), "state": assembly.used(fitted.state),
                 "memory": memory_used, "tools": assembly.used(fitted.tools),
                 "history": assembly.used(history), "history_budget": fitted.history_budget,
-                "memory_budget": budgets.memory},
+                "memory_budget": memory_budget},
         degraded=found.degraded,
         vector=found.vector,
         recalled_texts=tuple(hit.item.text for hit, _ in kept),

@@ -25,6 +25,7 @@ from chalie.values.keys import SPELLINGS
 
 MAX_TERMS = 8  # the rarest terms of a query that are searched
 MAX_POSTINGS = 400  # rows those terms may match together (the rarest term is always searched)
+POSTINGS_PER_RESULT = 4  # ... or this many per result asked for, when more are asked for
 MAX_TERM_ITEMS = 3000  # when even the rarest word is in more items, the newest matches stand in
 MAX_QUERY_CHARS = 4000  # a query longer than this is cut (a pasted document is not a query)
 
@@ -108,8 +109,9 @@ def search(conn: apsw.Connection, text: str, limit: int, *, kind: int | None = N
         return _newest_matches(conn, present[:3], limit, kind)
     chosen: list[str] = []
     postings = 0
+    most = max(MAX_POSTINGS, POSTINGS_PER_RESULT * limit)
     for term in present[:MAX_TERMS]:  # rarest first, while BM25 has few rows to rank
-        if chosen and postings + frequency[term] > MAX_POSTINGS:
+        if chosen and postings + frequency[term] > most:
             break
         chosen.append(term)
         postings += frequency[term]

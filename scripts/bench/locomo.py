@@ -124,6 +124,7 @@ class Judged:
     bm25: bool
     newest: bool
     judged: bool  # the turn's first request was identified
+    bm25_turn: bool  # BM25 with the memory budget Chalie's context had in that turn
     turn_id: str | None
     prompt_tokens: int | None
     where: dict[str, str] = field(default_factory=dict)  # evidence id -> memory/history/...
@@ -286,11 +287,13 @@ def judge(conversation: ld.Conversation, *, window: int, budget: int,
         request = ld.request_text(body) if body is not None else ""
         folded = ld.fold(request)
         picked = {line.dia_id for line in bm25.select(q.text, budget)}
+        turn_budget = ready.get(turn_id or "", {}).get("memory_budget", budget)
+        picked_turn = {line.dia_id for line in bm25.select(q.text, turn_budget)}
         judged = Judged(
             conversation.name, q.number, q.category,
             chalie=body is not None and ld.found_in(texts, folded),
             bm25=set(q.evidence) <= picked, newest=set(q.evidence) <= newest,
-            judged=body is not None, turn_id=turn_id,
+            judged=body is not None, turn_id=turn_id, bm25_turn=set(q.evidence) <= picked_turn,
             prompt_tokens=estimate_tokens(request) if body is not None else None,
             where={e: where_found(folded, by_id[e].text) for e in q.evidence})
         out.questions.append(judged)

@@ -16,8 +16,8 @@ from _common import summary
 if TYPE_CHECKING:
     from locomo import Judged, RunResult
 
-SYSTEMS = ("chalie", "bm25", "newest")
-TITLES = {"chalie": "Chalie", "bm25": "BM25", "newest": "newest"}
+SYSTEMS = ("chalie", "bm25", "newest", "bm25_turn")
+TITLES = {"chalie": "Chalie", "bm25": "BM25", "newest": "newest", "bm25_turn": "BM25 (turn)"}
 ROWS = (*ld.CATEGORIES.values(), "overall")
 
 
@@ -111,7 +111,8 @@ def table(f: dict[str, Any]) -> str:
     width = 15
     for w, fig in windows.items():
         out.append(f"llm.context_window {w}: memory budget {fig['memory_budget']} tokens "
-                   "(the baselines' budget)")
+                   "(the baselines' budget); BM25 (turn): BM25 with the budget Chalie's memory "
+                   "section had in that turn (its share and what the history left)")
         out.append(f"{'category':<12}" + "".join(f"{TITLES[s]:>{width + 2}}" for s in SYSTEMS))
         for row in ROWS:
             out.append(f"{row:<12}" + "".join(f"{_cell(fig['recall'][s][row]):>{width + 2}}"
@@ -124,7 +125,8 @@ def table(f: dict[str, Any]) -> str:
         out.append(f"  turn overhead (response_time_s - llm_s): p50 {_ms(o, 'p50')}, "
                    f"p90 {_ms(o, 'p90')} ({o['n']} turns)")
         out.append(f"  evidence lines in the judged request: {fig['evidence_where']}")
-        out.append("  per conversation (Chalie / BM25 / newest): " + "; ".join(
+        out.append("  per conversation (" + " / ".join(TITLES[s] for s in SYSTEMS) + "): "
+                   + "; ".join(
             f"{c} " + " / ".join(f"{100 * (r[s]['share'] or 0):.0f}%" for s in SYSTEMS)
             for c, r in fig["per_conversation"].items()))
         out.append(f"  phases (s, summed): {fig['phases_s']}; error frames "
