@@ -298,6 +298,7 @@ class LogConfig(_Section, frozen=True):
 
 class CognitionConfig(_Section, frozen=True):
     topic_threshold: float
+    topic_cosine: float
     recent_topics: int
     focus_after: int
     silence_gap_s: float

@@ -73,7 +73,8 @@ _NON_NEGATIVE = {
     "signals.min_salience", "dmn.boot_delay_s", "dmn.daily_cap", "scheduler.catch_up_s",
     "goals.step_retries", "governor.dmn_tokens_per_day", "governor.scheduled_tokens_per_day",
     "governor.goal_tokens_per_day", "governor.encoder_tokens_per_day",
-    "cognition.topic_threshold", "store.backups_kept", "server.rest_rate_per_min",
+    "cognition.topic_threshold", "cognition.topic_cosine",
+    "store.backups_kept", "server.rest_rate_per_min",
 }
 
 

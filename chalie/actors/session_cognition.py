@@ -112,6 +112,7 @@ class ChannelCognition:
         s = self.settings
         current = self.mind.topic_id
         space_id = self._deps.recall.space_id
+        semantic = self._deps.recall.semantic  # a lexical embedder's vectors are not compared
 
         def choose(conn: apsw.Connection, ctx: TurnContext) -> TopicChoice | None:
             if s is None:
@@ -119,6 +120,7 @@ class ChannelCognition:
             try:
                 return topics.choose(conn, channel=self.channel, text=text, vector=ctx.vector,
                                      space_id=space_id, threshold=s.topic_threshold,
+                                     cosine_threshold=s.topic_cosine if semantic else None,
                                      recent=s.recent_topics, current_id=current,
                                      leans_back=signals.nlp_signals(text).implicit_reference)
             except apsw.Error:

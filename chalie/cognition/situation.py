@@ -2,7 +2,9 @@
 
 Its deterministic parts are read from the person's own words, by patterns, with no model:
 - open loops: what the person said they need, have or plan to do ("I need to call the
-  dentist", "remind me to ..."), until a later message says it is done;
+  dentist", "I'll eventually have to renew my passport", "I still haven't booked the hotel",
+  "remind me to ..."), with any adverbs between ("I really/still/also need to"), until a
+  later message says it is done;
 - people and places the person mentioned (a capitalised name after "with", "tell", "meet"...,
   or "my <relation> <Name>"; after "in", "at", "near", "visit"...);
 - pending decisions: a choice the person is weighing ("should I ... or ...?"), until they
@@ -17,14 +19,27 @@ from collections.abc import Iterable
 
 import msgspec
 
-from chalie.cognition.words import content_words
+from chalie.cognition.words import content_words, plain, stem
 
 MAX_LOOPS, MAX_NAMES, MAX_DECISIONS = 5, 6, 3
 LOOP_CHARS = 90
 
+# Adverbs the person may put anywhere in "I (will) (still) need to (also) ...": any "-ly" word
+# but the negative ones, and the common short ones. Never "not", "never" or "no longer".
+_ADVERB = (r"(?:(?!(?:hardly|barely|scarcely|rarely)\b)[a-z]+ly|still|also|just|even|too|"
+           r"soon|now|yet|already|first|then|both|all|maybe|perhaps|definitely|probably)")
+_ADVERBS = rf"(?:\s+{_ADVERB})*"
+_NOT = r"(?!\s+(?:not|never|no)\b)"
+_MODAL = r"(?:(?:need|needs|have|has|want|wants|plan|plans|ought|got)\s+to|must|should|gotta)"
 _LOOP = re.compile(
-    r"\b(?:i|we)(?:\s+really)?\s*(?:need to|have to|must|should|will|'ll|am going to|'m going to|"
-    r"want to|plan to|ought to|got to|gotta)\s+([^.!?\n;]{3,120})"
+    r"\b(?:i|we)(?:"
+    rf"(?:'ll|\s+will|\s+shall){_NOT}{_ADVERBS}(?:\s+{_MODAL})?"  # I'll (eventually) (need to)
+    rf"|(?:'m|'re|\s+am|\s+are){_NOT}{_ADVERBS}\s+(?:going|planning|supposed|meant)\s+to"
+    rf"|(?:'ve|\s+have){_NOT}{_ADVERBS}\s+got\s+to|(?:'d|\s+had)\s+better"
+    rf"|{_ADVERBS}\s+{_MODAL}"  # I (really) need to
+    rf"){_ADVERBS}\s+([^.!?\n;]{{3,120}})"
+    # "I still haven't booked the hotel": kept as said
+    rf"|\b(?:i|we){_ADVERBS}\s+still\s+((?:haven't|have not|didn't|did not)\s+[^.!?\n;]{{3,120}})"
     r"|\b(?:remind me to|don'?t let me forget to|don'?t forget to|i must remember to)\s+"
     r"([^.!?\n;]{3,120})",
     re.IGNORECASE,
@@ -61,8 +76,8 @@ class Situation(msgspec.Struct, kw_only=True, omit_defaults=True):
 def update(before: Situation, text: str, *, focus: str | None) -> Situation:
     """The situation after the person said `text` (a new record; `before` is left as it was)."""
     loops = [loop for loop in before.open_loops if not _closes(text, loop)]
-    for match in _LOOP.finditer(text):
-        loop = _clean(match.group(1) or match.group(2))
+    for match in _LOOP.finditer(plain(text)):
+        loop = _clean(next(g for g in match.groups() if g))
         if loop and all(_clean(old).lower() != loop.lower() for old in loops):
             loops.append(loop)
     people = _names(before.people, (m.group(1) or m.group(2) for m in _PERSON.finditer(text)))
@@ -83,17 +98,9 @@ def _closes(text: str, loop: str) -> bool:
     """`text` says the loop is done: a word of doing it, and most of the loop's own words."""
     if not _DONE.search(text):
         return False
-    wanted = {_stem(w) for w in content_words(loop)}
-    said = {_stem(w) for w in content_words(text)}
+    wanted = {stem(w) for w in content_words(loop)}
+    said = {stem(w) for w in content_words(text)}
     return bool(wanted) and len(wanted & said) / len(wanted) >= 0.5
-
-
-def _stem(word: str) -> str:
-    """Enough of a stem to see "called" in "call", "booking" in "book"."""
-    for suffix in ("ing", "ed", "es", "s"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            return word[: -len(suffix)]
-    return word
 
 
 def _names(known: list[str], found: Iterable[str | None]) -> list[str]:

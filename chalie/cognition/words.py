@@ -1,9 +1,12 @@
-"""Words of a message: tokens, content words, salient words and topic names.
+"""Words of a message: tokens, content words, subject words, salient words and topic names.
 
 A word is a run of letters and digits (any script; an apostrophe inside a word is kept, so
 "don't" is one word), lowercased. Content words are the words that say what a message is about:
 not a stopword, and at least 3 characters long (2 for numbers and CJK, where short words carry
-meaning). Everything here is deterministic and cheap: one regular expression pass per text.
+meaning). Subject words are the content words that say which subject: not a general word
+("good", "time", "six", "survive"...) that fits any subject alike. A stem is a word with one
+common English ending taken off, so that "bees" and "bee", "baking" and "bake" compare equal.
+Everything here is deterministic and cheap: one regular expression pass per text.
 """
 
 from __future__ import annotations
@@ -52,6 +55,37 @@ STOPWORDS: frozenset[str] = wordset(
 )
 
 
+# Content words that fit any subject, so two messages that share only them share no subject:
+# judgements, sizes, amounts and numbers, times, generic nouns, and verbs whose object carries the
+# subject ("call the plumber", "survive the winter"). Compared by stem, so inflections count too.
+GENERAL_WORDS: frozenset[str] = wordset(
+    """
+    good better best bad worse worst great nice fine cool awesome amazing perfect ideal proper
+    wrong correct true false real actual important main major minor basic simple easy hard
+    difficult tough possible impossible likely unlikely special certain clear different similar
+    usual normal common general specific particular whole full empty entire total extra various
+    new old young big bigger biggest small smaller little large huge tiny long short high higher
+    low lower top bottom fast quick slow early late recent current latest next previous last
+    first second third final dark light bright able free ready
+    two three four five six seven eight nine ten eleven twelve twenty thirty forty fifty hundred
+    thousand million billion half double triple single couple several dozen number amount
+    percent
+    time day week weekend month year hour minute moment today tonight tomorrow yesterday
+    morning afternoon evening night noon midnight later soon ago often sometimes usually
+    already recently currently daily weekly monthly yearly
+    actually probably definitely basically literally especially totally exactly simply finally
+    quickly easily generally perhaps certainly absolutely seriously honestly pretty
+    stuff part piece bit type place area spot idea question answer problem issue matter
+    example reason fact point option choice case end start side result step tip advice info
+    information detail help people person everyone guy folks version
+    come put keep begin stop finish try find look show ask talk feel seem become happen
+    change love hate prefer work mean bring leave stay live die grow survive last move turn run
+    hold wait plan hope wish remember forget learn understand recommend suggest explain describe
+    improve avoid deal handle manage call check choose pick decide add include create build fit
+    """
+)
+
+
 def plain(text: str) -> str:
     """`text` in Unicode NFC with typographic apostrophes made plain, case kept."""
     if text.isascii():
@@ -93,6 +127,42 @@ def count_content(found: Sequence[str]) -> int:
 def content_words(text: str) -> list[str]:
     """The content words of `text`, in order, repeats kept."""
     return _content(words(text))
+
+
+# Endings that are not the suffix: "speed", "trees" (-s, not -es), "glass", "cactus", "analysis".
+_KEPT = {"ing": (), "ed": ("eed",), "es": ("ees",), "s": ("ss", "us", "is")}
+_DOUBLED = frozenset("bdgmnprt")  # consonants doubled before -ing and -ed
+
+
+def stem(word: str) -> str:
+    """A lowercased word without one common English ending, and a final "y" made "i": "city"
+    and "cities" -> "citi", "baking" and "bakes" -> "bak" (as "bake"), "called" -> "call",
+    "planning" -> "plan", "bees" -> "bee"; a stem keeps at least 3 characters; "speed", "tree",
+    "glass", "cactus" and "analysis" stay whole."""
+    for suffix in ("ing", "ed", "es", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3 \
+                and not word.endswith(_KEPT[suffix]):
+            word = word[: -len(suffix)]
+            if suffix in ("ing", "ed") and word[-1] == word[-2] and word[-1] in _DOUBLED:
+                word = word[:-1]  # "planned", "stopping"
+            break
+    if word.endswith("e") and not word.endswith("ee") and len(word) > 3:
+        return word[:-1]
+    return word[:-1] + "i" if word.endswith("y") else word
+
+
+_GENERAL_STEMS = frozenset(map(stem, GENERAL_WORDS))
+
+
+def is_general(word: str) -> bool:
+    """Whether a lowercased content word fits any subject: a general word in any of its forms,
+    or a number."""
+    return word.isdigit() or stem(word) in _GENERAL_STEMS
+
+
+def subject_words(text: str) -> list[str]:
+    """The distinct content words of `text` that are not general, in order of first appearance."""
+    return [w for w in dict.fromkeys(content_words(text)) if not is_general(w)]
 
 
 def salient_words(text: str, k: int = 3) -> list[str]:

@@ -32,7 +32,7 @@ import structlog
 from chalie.clock import Clock
 from chalie.config import MemoryConfig
 from chalie.memory import fts
-from chalie.memory.embedders import Embedder
+from chalie.memory.embedders import Embedder, HashedEmbedder
 from chalie.metrics import Metrics
 from chalie.store import memory_queries as mq
 from chalie.values.memory import Item, Kind, split
@@ -81,6 +81,12 @@ class Recall:
     @property
     def space_id(self) -> int:
         return self._space_id
+
+    @property
+    def semantic(self) -> bool:
+        """Whether it has an embedder whose vectors say what a text means: any but the lexical
+        hashed one."""
+        return self._embedder is not None and self._embedder.kind != HashedEmbedder.kind
 
     def recall(self, conn: apsw.Connection, query: str, k: int, *,
                before_transcript_id: int | None = None,

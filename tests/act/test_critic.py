@@ -22,9 +22,9 @@ BOOK = ToolCall("call_7", "book_meeting", {"day": "monday"}, '{"day":"monday"}')
 
 def cognition(**values: Any) -> CognitionConfig:
     settings: dict[str, Any] = {
-        "topic_threshold": 0.3, "recent_topics": 20, "focus_after": 3, "silence_gap_s": 2700.0,
-        "gist_ttl_s": 1800.0, "social_phrases": [], "social_max_chars": 40, "critic": True,
-        "consequential": [],
+        "topic_threshold": 0.3, "topic_cosine": 0.5, "recent_topics": 20, "focus_after": 3,
+        "silence_gap_s": 2700.0, "gist_ttl_s": 1800.0, "social_phrases": [],
+        "social_max_chars": 40, "critic": True, "consequential": [],
     }
     return CognitionConfig(**{**settings, **values})
 

@@ -1,9 +1,11 @@
-"""A Session's cognition on its own: the silence gap that has the tail encoded, and the post-turn
-fan-out's order and isolation (a failing step is logged and counted, the rest still run)."""
+"""A Session's cognition on its own: the silence gap that has the tail encoded, the post-turn
+fan-out's order and isolation (a failing step is logged and counted, the rest still run), and
+the topic job's use of the embedder's vectors."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -13,7 +15,10 @@ from chalie.actors.encoder_messages import EncodeTail
 from chalie.actors.session_cognition import ChannelCognition, TurnCognition
 from chalie.actors.store_writer_messages import ApplyOps
 from chalie.clock import ManualClock
+from chalie.memory.context import TurnContext
+from chalie.memory.embedders import HashedEmbedder
 from chalie.metrics import Metrics
+from chalie.store import cognition_rows, db
 from chalie.store.background_ops import SaveMind, SaveTraits
 
 
@@ -29,11 +34,11 @@ class Told:
 
 
 def cognition(make_config: Any, clock: ManualClock, told: Told,
-              metrics: Metrics | None = None) -> ChannelCognition:
+              metrics: Metrics | None = None, *, semantic: bool = False) -> ChannelCognition:
     config = make_config()
     deps = SimpleNamespace(cognition=config.cognition, directory=told, clock=clock,
                            metrics=metrics or Metrics(), timezone="UTC",
-                           recall=SimpleNamespace(space_id=1),
+                           recall=SimpleNamespace(space_id=1, semantic=semantic),
                            context=SimpleNamespace(recall_k=12))
     return ChannelCognition("main", deps)  # type: ignore[arg-type]
 
@@ -78,3 +83,35 @@ def test_the_fan_out_runs_in_order_and_one_failing_step_stops_nothing(
     assert name == "store_writer"
     assert isinstance(saved, ApplyOps)
     assert [type(op) for op in saved.ops] == [SaveMind, SaveTraits]
+
+
+@pytest.mark.parametrize(("semantic", "joins"), [(False, False), (True, True)],
+                         ids=["hashed", "semantic"])
+def test_the_topic_job_compares_the_vectors_of_a_semantic_embedder_only(
+    make_config: Any, tmp_path: Path, semantic: bool, joins: bool,
+) -> None:
+    """Two questions that share only their frame are 0.67 apart in the hashed space: with the
+    hashed embedder the words decide and the second starts its own topic; had the embedder meant
+    them that close, it would join the first."""
+    c = cognition(make_config, ManualClock(), Told(), semantic=semantic)
+    hashed = HashedEmbedder()
+    conn = db.open_writer(tmp_path / "topics", busy_timeout_ms=2000, synchronous="OFF")
+    try:
+        chosen = []
+        for at, text in enumerate(("Can you tell me how to make pancakes?",
+                                   "Can you tell me how to change a tyre?")):
+            vector = hashed.embed_one(text)
+            context = TurnContext(identity="", state="", memory="", history=(), tools=(),
+                                  recalled=(), history_upto=0, tokens={}, vector=vector)
+            choice = c.topic_job(text)(conn, context)
+            assert choice is not None
+            cognition_rows.topic_seen(conn, topic_id=choice.id, channel="main",
+                                      name=choice.name, new=choice.new,
+                                      keywords=choice.keywords, vector=vector, space_id=1,
+                                      fok=1.0, now=float(at))
+            c.mind.topic_id = choice.id
+            chosen.append(choice)
+    finally:
+        conn.close()
+    assert (chosen[1].id == chosen[0].id) is joins
+    assert chosen[1].new is not joins

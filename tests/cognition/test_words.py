@@ -7,10 +7,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from chalie.cognition.words import (
+    GENERAL_WORDS,
     STOPWORDS,
     content_words,
+    is_general,
     overlap,
     salient_words,
+    stem,
+    subject_words,
     topic_name,
     words,
 )
@@ -134,3 +138,63 @@ def test_overlap_is_symmetric_and_within_0_and_1(a: str, b: str) -> None:
     """Comparing a with b is comparing b with a, and the result is a share."""
     assert overlap(a, b) == overlap(b, a)
     assert 0.0 <= overlap(a, b) <= 1.0
+
+
+@pytest.mark.parametrize(
+    "forms",
+    [
+        ("bee", "bees"),
+        ("bake", "baking", "baked", "bakes"),
+        ("call", "called", "calling", "calls"),
+        ("plan", "planned", "planning", "plans"),
+        ("city", "cities"),
+        ("movie", "movies"),
+        ("party", "parties", "partying"),
+        ("day", "days"),
+        ("double", "doubles", "doubled"),
+        ("stretch", "stretches"),
+        ("tree", "trees"),
+        ("speed", "speeds", "speeding"),
+        ("survive", "survives", "survived", "surviving"),
+    ],
+)
+def test_the_forms_of_a_word_share_a_stem(forms: tuple[str, ...]) -> None:
+    """Plurals and -ing, -ed forms come down to one stem, so "bees" meets "bee"."""
+    assert len({stem(form) for form in forms}) == 1, [stem(form) for form in forms]
+
+
+@given(st.text(min_size=1, max_size=30))
+def test_a_stem_is_never_empty_nor_longer_than_its_word(word: str) -> None:
+    """Any word, of any script, has a stem to compare by."""
+    assert 0 < len(stem(word.lower() or "x")) <= len(word.lower() or "x")
+
+
+@pytest.mark.parametrize("word", ["glass", "cactus", "analysis", "sourdough", "counter", "bus"])
+def test_a_word_without_a_suffix_keeps_its_stem_whole(word: str) -> None:
+    """An "s" that is part of the word stays, and a short word is not cut."""
+    assert stem(word) == word
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("What is a good name for a goldfish?", ["name", "goldfish"]),
+        ("What is a good stretch for the lower back?", ["stretch"]),
+        ("Which houseplants survive in a dark bathroom?", ["houseplants", "bathroom"]),
+        ("My sourdough starter doubles in six hours on the kitchen counter",
+         ["sourdough", "starter", "kitchen", "counter"]),
+        ("What's the best time tomorrow, 9 or 10?", []),
+        ("bees and more bees", ["bees"]),
+    ],
+)
+def test_subject_words_leave_out_the_general_ones(text: str, expected: list[str]) -> None:
+    """Judgements, sizes, numbers, times and verbs that fit any subject go; once each."""
+    assert subject_words(text) == expected
+
+
+def test_general_words_are_general_in_every_form_and_never_stopwords() -> None:
+    """"survived" is as general as "survive"; the two word lists do not overlap."""
+    assert {"good", "best", "time", "survive", "six"} <= GENERAL_WORDS
+    assert all(map(is_general, ["survived", "hours", "weekends", "2024", "better"]))
+    assert not any(map(is_general, ["sourdough", "goldfish", "bees", "plumber", "passport"]))
+    assert not GENERAL_WORDS & STOPWORDS

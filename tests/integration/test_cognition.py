@@ -68,6 +68,29 @@ def test_topics_change_when_the_subject_does_and_not_otherwise(
     assert {t["messages"] for t in now["topics"]} == {4, 2}
 
 
+def test_a_shared_general_word_files_nothing_under_another_topic_and_a_subject_word_does(
+    server: ServerProcess, llm: StubLlm, cookie: str
+) -> None:
+    """Issue 22's conversation: the stretch shares only "good" with the goldfish and the
+    houseplants only "survive" with the bees, so each starts its own topic; the sourdough
+    starter shares "sourdough" with the bread, and joins it."""
+    ws = server.connect(cookie)
+    topics = [say(ws, llm, text)["topic"] for text in (
+        "What is a good name for a goldfish?",
+        "What is a good stretch for the lower back?",
+        "How do bees survive the winter?",
+        "Which houseplants survive in a dark bathroom?",
+        "I am baking sourdough bread this weekend",
+        "My sourdough starter doubles in six hours on the kitchen counter",
+    )]
+    assert topics == ["good name goldfish", "good stretch lower", "bees survive winter",
+                      "houseplants survive bathroom", "baking sourdough weekend",
+                      "baking sourdough weekend"]
+    assert {t["name"]: t["messages"] for t in state(server, cookie)["topics"]} == {
+        "good name goldfish": 1, "good stretch lower": 1, "bees survive winter": 1,
+        "houseplants survive bathroom": 1, "baking sourdough weekend": 2}
+
+
 def test_confidence_rises_on_a_topic_the_person_keeps_returning_to(
     server: ServerProcess, llm: StubLlm, cookie: str
 ) -> None:
