@@ -148,15 +148,19 @@ def build(
     except Exception as e:  # a bug in recall must cost the turn its memory, not its answer
         log.exception("recall_failed")
         found = Recalled((), degraded=f"recall failed: {e!r}")
-    memory_pieces = []
+    # The most relevant items while the budget lasts (an item that does not fit is skipped for
+    # a smaller one), then shown in the order they were said, so that a recalled line sits
+    # beside its neighbours and dates read forwards.
+    kept: list[tuple[Hit, str]] = []
+    memory_used = 0
     for hit in found.hits:
+        if memory_budget - memory_used < MEMORY_ITEM_TOKENS // 2:
+            break
         line = redact(_memory_line(prompts, hit), hit.item.created_at)
-        memory_pieces.append(Piece((hit, line), tokens(line), hit.score))
-    # The most relevant items until the budget is full, then shown in the order they were
-    # said, so that a recalled line sits beside its neighbours and dates read forwards.
-    kept = [p.value for p in assembly.fit(memory_pieces, memory_budget)]
+        if memory_used + (cost := tokens(line)) <= memory_budget:
+            kept.append((hit, line))
+            memory_used += cost
     kept.sort(key=lambda hl: (hl[0].item.created_at, hl[0].item.mkey))
-    memory_used = sum(tokens(line) for _, line in kept)
     person = "\n".join(p.value for p in fitted.identity[1:]) or f("identity_empty")
     kept_world = [p.value for p in fitted.state if p is not current_state and p is not situation]
     return TurnContext(

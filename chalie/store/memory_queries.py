@@ -95,24 +95,26 @@ def similarities(conn: apsw.Connection, space_id: int, query: bytes,
 def neighbours(conn: apsw.Connection, message_ids: Sequence[int]) -> dict[int, list[int]]:
     """message id -> memory keys of what surrounds it: the line said before it and the one
     after it on its channel, and the episode whose span covers it (each when there is one)."""
+    if not message_ids:
+        return {}
+    rows = conn.execute(
+        "SELECT t.id, t.channel, "
+        "(SELECT max(b.id) FROM transcript AS b WHERE b.channel = t.channel AND b.id < t.id), "
+        "(SELECT min(a.id) FROM transcript AS a WHERE a.channel = t.channel AND a.id > t.id) "
+        f"FROM transcript AS t WHERE t.id IN ({_marks(len(message_ids))})", list(message_ids),
+    ).fetchall()
+    episodes = conn.execute("SELECT EXISTS (SELECT 1 FROM episodes)").fetchone()
     around: dict[int, list[int]] = {}
-    for i in message_ids:
-        row = conn.execute("SELECT channel FROM transcript WHERE id = ?", (i,)).fetchone()
-        if row is None:
-            continue
-        channel, keys = str(row[0]), []
-        for sql in ("SELECT id FROM transcript WHERE channel = ? AND id < ? "
-                    "ORDER BY id DESC LIMIT 1",
-                    "SELECT id FROM transcript WHERE channel = ? AND id > ? ORDER BY id LIMIT 1"):
-            if (near := conn.execute(sql, (channel, i)).fetchone()) is not None:
-                keys.append(mkey(Kind.TRANSCRIPT, int(near[0])))
-        episode = conn.execute(
-            "SELECT id, transcript_from FROM episodes INDEXED BY episodes_by_span "
-            "WHERE channel = ? AND transcript_to >= ? ORDER BY transcript_to LIMIT 1",
-            (channel, i)).fetchone()
-        if episode is not None and int(episode[1]) <= i:
-            keys.append(mkey(Kind.EPISODE, int(episode[0])))
-        around[i] = keys
+    for i, channel, before, after in rows:
+        keys = [mkey(Kind.TRANSCRIPT, int(n)) for n in (before, after) if n is not None]
+        if episodes and episodes[0]:
+            episode = conn.execute(
+                "SELECT id, transcript_from FROM episodes INDEXED BY episodes_by_span "
+                "WHERE channel = ? AND transcript_to >= ? ORDER BY transcript_to LIMIT 1",
+                (channel, i)).fetchone()
+            if episode is not None and int(episode[1]) <= int(i):  # type: ignore[arg-type]
+                keys.append(mkey(Kind.EPISODE, int(episode[0])))
+        around[int(i)] = keys  # type: ignore[arg-type]
     return around
 
 

@@ -1,6 +1,6 @@
 """Recall: latency of one hybrid memory recall at 10k and 100k episodes, on a real SQLite file.
 
-What is measured: `chalie.memory.recall.Recall.recall(conn, query, 12)` with the `hashed`
+What is measured: `chalie.memory.recall.Recall.recall(conn, query, K)` with the `hashed`
 embedder, the call every turn makes before its first LLM request, on a read-only connection of
 its own (as a Session's), against a store filled the way months of use leave it: --transcript
 messages over several channels (sentences of 5-30 words: stop words and pronounceable made-up
@@ -44,6 +44,8 @@ from _common import emit, percentile, progress, summary
 from chalie.clock import SystemClock
 from chalie.config_load import load_config
 from chalie.memory import fts
+from chalie.memory.assembly import SECTIONS, budgets
+from chalie.memory.context import MEMORY_ITEM_TOKENS
 from chalie.memory.embedders import Embedder, HashedEmbedder
 from chalie.memory.recall import CANDIDATES, Recall
 from chalie.store import db
@@ -66,7 +68,18 @@ _common.quiet_logging()
 CONSONANTS = "bcdfghjklmnprstvwz"
 VOWELS = "aeiou"
 DAY_S = 86400.0
-K = 12  # memory.recall_k's default: what a turn asks for
+# What a turn asks for at the default 8k window when the history fills its budget: one item
+# per MEMORY_ITEM_TOKENS of the memory section's share (a shorter history lends it more).
+def _default_k() -> int:
+    config = load_config(None, env={})
+    primary = config.llm.job("primary")
+    assert primary is not None
+    shares = {name: float(getattr(config.context, name)) for name in SECTIONS}
+    memory = budgets(primary.context_window, config.context.reply_reserve, shares).memory
+    return min(config.memory.recall_k, memory // MEMORY_ITEM_TOKENS)
+
+
+K = _default_k()
 # Words people say between the meaningful ones; all are stop words of the full-text search.
 FUNCTION_WORDS = (
     "i", "you", "we", "the", "a", "to", "and", "of", "it", "that", "is", "was", "my", "your",
