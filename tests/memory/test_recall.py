@@ -437,3 +437,34 @@ def test_vectors_of_another_space_are_never_used(
     assert (hits[old].vector_rank, hits[old].similarity) == (None, None)
     assert hits[new].vector_rank == 1
     assert math.isfinite(hits[new].score)
+
+
+# --- neighbours -----------------------------------------------------------------------------------
+
+def test_a_recalled_message_brings_the_episode_that_covers_it(
+    writer: apsw.Connection, space_id: int, config: Config, clock: ManualClock
+) -> None:
+    """Beside a recalled message: the lines said before and after it, and the episode whose span
+    covers it, each at half the message's score; an episode of other lines does not come."""
+    at = clock.time() - DAY_S
+    before = say(writer, "we should plan something for the weekend", at=at)
+    hit = say(writer, "the canoe rental opens at nine on saturday", at=at + 30)
+    after = say(writer, "great, I'll bring sandwiches", at=at + 60)
+    row = EpisodeRow(gist="weekend trip planned", intent="", outcome="", entities=(),
+                     open_loops=(), salience=0.5, valence=0.0,
+                     transcript_from=split(before)[1], transcript_to=split(after)[1],
+                     happened_at=at + 60)
+    other = EpisodeRow(gist="tax forms", intent="", outcome="", entities=(), open_loops=(),
+                       salience=0.5, valence=0.0, transcript_from=split(after)[1] + 1,
+                       transcript_to=split(after)[1] + 5, happened_at=at + 90)
+    with db.immediate(writer):
+        covering, _ = memory_writes.insert_episodes(writer, "main", [row, other],
+                                                    upto_transcript_id=0, encoding_id="enc",
+                                                    now=at + 90)
+    found = recall_with(config, clock, space_id).recall(writer, "canoe rental", 10)
+    hits = by_key(found.hits)
+    assert order(found.hits)[0] == hit
+    beside = {key: h for key, h in hits.items() if h.beside == hit}
+    assert set(beside) == {before, after, mkey(Kind.EPISODE, covering)}
+    for h in beside.values():
+        assert h.score == pytest.approx(hits[hit].score * 0.5)
