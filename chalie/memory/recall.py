@@ -46,7 +46,18 @@ RERANKED = 12  # the best full-text candidates, re-ranked by their vectors too (
 MIN_SIMILARITY = 0.2  # vector hits below this cosine similarity are noise, not memory
 NEIGHBOURS_OF = 24  # the best recalled messages whose neighbours are recalled with them
 NEIGHBOUR_WEIGHT = 0.5  # a neighbour's score: this share of the score of the hit it is beside
+QUESTION_RANK = 2.0  # a question of the person's counts as if ranked this many times lower
 DAY_S = 86400.0
+
+
+def _demoted(item: Item) -> float:
+    """How far down its rankings an item counts: a message of the person's that asks a question
+    tells nothing, and the questions a person asks are worded like the question asked now, so
+    in a memory full of them they would crowd out what was said. They count QUESTION_RANK times
+    as far down as they are."""
+    if item.kind == "message" and item.role == "user" and item.text.rstrip().endswith("?"):
+        return QUESTION_RANK
+    return 1.0
 
 
 class Hit(msgspec.Struct, frozen=True):
@@ -110,13 +121,15 @@ class Recall:
         text_ranked = text_ranked[:depth]
         vector_ranked, similarity, degraded, vector = self._vector_ranking(
             conn, query, text_ranked, eligible, depth)
+        found = mq.items(conn, dict.fromkeys([*text_ranked, *vector_ranked]))
         fused: dict[int, float] = {}
         for ranking in (text_ranked, vector_ranked):
             for rank, key in enumerate(ranking, 1):
-                fused[key] = fused.get(key, 0.0) + 1.0 / (RRF_K + rank)
+                if key in found:
+                    fused[key] = fused.get(key, 0.0) + 1.0 / (RRF_K + rank * _demoted(found[key]))
         # Weights cannot lift an item from far down the fused list: look at the top few only.
         top = sorted(fused, key=lambda key: -fused[key])[:max(3 * k, k + 12)]
-        found = mq.items(conn, top)
+        found = {key: found[key] for key in top}
         strengths = mq.strengths(conn, list(found))
         text_rank = {key: r for r, key in enumerate(text_ranked, 1)}
         vector_rank = {key: r for r, key in enumerate(vector_ranked, 1)}
