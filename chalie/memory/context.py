@@ -153,9 +153,14 @@ def build(
     # beside its neighbours and dates read forwards.
     kept: list[tuple[Hit, str]] = []
     memory_used = 0
+    said: set[tuple[str | None, str]] = set()  # the same words again add nothing
     for hit in found.hits:
         if memory_budget - memory_used < MEMORY_ITEM_TOKENS // 2:
             break
+        words = (hit.item.role, " ".join(hit.item.text.casefold().split()))
+        if words in said:
+            continue
+        said.add(words)
         line = redact(_memory_line(prompts, hit), hit.item.created_at)
         if memory_used + (cost := tokens(line)) <= memory_budget:
             kept.append((hit, line))

@@ -46,7 +46,7 @@ RERANKED = 12  # the best full-text candidates, re-ranked by their vectors too (
 MIN_SIMILARITY = 0.2  # vector hits below this cosine similarity are noise, not memory
 NEIGHBOURS_OF = 24  # the best recalled messages whose neighbours are recalled with them
 NEIGHBOUR_WEIGHT = 0.5  # a neighbour's score: this share of the score of the hit it is beside
-QUESTION_RANK = 2.0  # a question of the person's counts as if ranked this many times lower
+QUESTION_RANK = 4.0  # a question of the person's counts as if ranked this many times lower
 DAY_S = 86400.0
 
 
