@@ -36,6 +36,9 @@ MEMORY_ITEM_CHARS = 600  # a recalled message longer than this is shown cut, wit
 # Recall is asked for at most one item per this many tokens of the memory section's budget
 # (and at most memory.recall_k): few items are shorter, so the section can fill.
 MEMORY_ITEM_TOKENS = 20
+# The best recalled items (not their neighbours) whose retrieval strength the turn reinforces:
+# a memory section filled to its budget holds many items that only came along.
+REINFORCED = 12
 _encode = msgspec.json.encode
 
 
@@ -53,7 +56,7 @@ class TurnContext(msgspec.Struct, frozen=True):
     memory: str
     history: tuple[HistoryLine, ...]
     tools: tuple[ToolSpec, ...]
-    recalled: tuple[int, ...]  # memory keys of the items that went into the memory section
+    recalled: tuple[int, ...]  # memory keys of the best REINFORCED items of the memory section
     history_upto: int  # the channel's last transcript id: what a checkpoint now would cover
     tokens: dict[str, int]  # what each section used
     degraded: str | None = None
@@ -176,7 +179,8 @@ def build(
         memory="\n".join(line for _, line in kept),
         history=tuple(p.value for p in history),
         tools=tuple(p.value for p in fitted.tools),  # type: ignore[misc]
-        recalled=tuple(hit.item.mkey for hit, _ in kept),
+        recalled=tuple(hit.item.mkey for hit in sorted(
+            (h for h, _ in kept if h.beside is None), key=lambda h: -h.score)[:REINFORCED]),
         history_upto=upto,
         tokens={"identity": assembly.used(fitted.identity), "state": assembly.used(fitted.state),
                 "memory": memory_used, "tools": assembly.used(fitted.tools),
