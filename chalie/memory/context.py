@@ -151,24 +151,7 @@ def build(
     except Exception as e:  # a bug in recall must cost the turn its memory, not its answer
         log.exception("recall_failed")
         found = Recalled((), degraded=f"recall failed: {e!r}")
-    # The most relevant items while the budget lasts (an item that does not fit is skipped for
-    # a smaller one), then shown in the order they were said, so that a recalled line sits
-    # beside its neighbours and dates read forwards.
-    kept: list[tuple[Hit, str]] = []
-    memory_used = 0
-    said: set[tuple[str | None, str]] = set()  # the same words again add nothing
-    for hit in found.hits:
-        if memory_budget - memory_used < MEMORY_ITEM_TOKENS // 2:
-            break
-        words = (hit.item.role, " ".join(hit.item.text.casefold().split()))
-        if words in said:
-            continue
-        said.add(words)
-        line = redact(_memory_line(prompts, hit), hit.item.created_at)
-        if memory_used + (cost := tokens(line)) <= memory_budget:
-            kept.append((hit, line))
-            memory_used += cost
-    kept.sort(key=lambda hl: (hl[0].item.created_at, hl[0].item.mkey))
+    kept, memory_used = _fill(prompts, redact, tokens, found.hits, memory_budget)
     person = "\n".join(p.value for p in fitted.identity[1:]) or f("identity_empty")
     kept_world = [p.value for p in fitted.state if p is not current_state and p is not situation]
     return TurnContext(
@@ -176,7 +159,7 @@ def build(
         state=current_state.value if current_state is not None else "",
         situation=situation.value if situation is not None else "",
         world=f("world_state", items="\n".join(kept_world)) if kept_world else "",
-        memory="\n".join(line for _, line in kept),
+        memory=_memory_text(prompts, kept),
         history=tuple(p.value for p in history),
         tools=tuple(p.value for p in fitted.tools),  # type: ignore[misc]
         recalled=tuple(hit.item.mkey for hit in sorted(
@@ -193,6 +176,35 @@ def build(
         history_from=history[0].value.id if history else 0,
         memory_fill=min(1.0, memory_used / budgets.memory) if budgets.memory > 0 else 0.0,
     )
+
+
+def _fill(prompts: Prompts, redact: Redactor, tokens: Callable[[str], int],
+          hits: Sequence[Hit], budget: int) -> tuple[list[tuple[Hit, str]], int]:
+    """The memory section's items and the tokens they use: the most relevant while the budget
+    lasts (one that does not fit is skipped for a smaller one; a text already kept is not
+    kept again), then in the order they were said, so that a recalled line sits beside its
+    neighbours and dates read forwards."""
+    f = prompts.fragment
+    kept: list[tuple[Hit, str]] = []
+    memory_used = 0
+    said: set[tuple[str | None, str]] = set()  # the same words again add nothing
+    days: set[str] = set()  # each day shown once, above its items
+    for hit in hits:
+        if budget - memory_used < MEMORY_ITEM_TOKENS // 2:
+            break
+        words = (hit.item.role, " ".join(hit.item.text.casefold().split()))
+        if words in said:
+            continue
+        said.add(words)
+        line = redact(_memory_line(prompts, hit), hit.item.created_at)
+        day = _day(hit.item.created_at)
+        cost = tokens(line) + (0 if day in days else tokens(f("recalled_day", date=day)))
+        if memory_used + cost <= budget:
+            kept.append((hit, line))
+            days.add(day)
+            memory_used += cost
+    kept.sort(key=lambda hl: (hl[0].item.created_at, hl[0].item.mkey))
+    return kept, memory_used
 
 
 def _state_pieces(prompts: Prompts, redact: Redactor, tokens: Callable[[str], int], *,
@@ -260,19 +272,35 @@ def _identity_line(prompts: Prompts, item: Item) -> str:
 
 
 def _memory_line(prompts: Prompts, hit: Hit) -> str:
+    """One recalled item, without its day (the section shows each day once, above its items)."""
     item = hit.item
-    date = datetime.fromtimestamp(item.created_at, UTC).strftime("%Y-%m-%d")
     text = " ".join(item.text.split())
     if len(text) > MEMORY_ITEM_CHARS:
         text = text[:MEMORY_ITEM_CHARS].rstrip() + "…"
     match item.kind:
         case "message":
-            name = "memory_message_person" if item.role == "user" else "memory_message_assistant"
+            name = "recalled_person" if item.role == "user" else "recalled_assistant"
         case "episode":
-            name = "memory_episode"
+            name = "recalled_episode"
         case "knowledge":
-            name = "memory_fact"
-    return prompts.fragment(name, date=date, text=text)
+            name = "recalled_fact"
+    return prompts.fragment(name, text=text)
+
+
+def _day(at: float) -> str:
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d")
+
+
+def _memory_text(prompts: Prompts, kept: list[tuple[Hit, str]]) -> str:
+    """The memory section: the kept items in the order they were said, each day's once."""
+    lines: list[str] = []
+    day = None
+    for hit, line in kept:
+        if (said := _day(hit.item.created_at)) != day:
+            day = said
+            lines.append(prompts.fragment("recalled_day", date=said))
+        lines.append(line)
+    return "\n".join(lines)
 
 
 WORLD_CONTENT_CHARS = 500

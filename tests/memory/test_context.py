@@ -81,7 +81,8 @@ def test_recall_fills_the_memory_budget_with_more_than_a_fixed_count(
     left = ctx.tokens["history_budget"] - ctx.tokens["history"]
     assert left > 0
     assert ctx.tokens["memory_budget"] == share + left
-    assert 12 < len(ctx.recalled) <= 60
+    assert 12 < len(ctx.recalled_texts) <= 60
+    assert len(ctx.recalled) == 12  # the best dozen are reinforced, not all that came along
     assert share < ctx.tokens["memory"] <= ctx.tokens["memory_budget"]
     assert ctx.memory_fill == 1.0  # of its own share
 
@@ -96,13 +97,33 @@ def test_recalled_lines_are_dated_and_in_the_order_they_were_said(
     for n in range(40):
         say(writer, f"filler line {n} about lunch", at=clock.time() - 60 + n)
     ctx = build(writer, config, clock, "tell me about the kayak trip")
-    lines = [line for line in ctx.memory.splitlines() if "kayak" in line]
-    assert len(lines) == 3
     dates = [datetime.fromtimestamp(clock.time() - d * DAY_S, UTC).strftime("%Y-%m-%d")
              for d in sorted(days, reverse=True)]
-    for line, date, d in zip(lines, dates, sorted(days, reverse=True), strict=True):
-        assert date in line
-        assert f"trip {d} days" in line
+    lines = [line for line in ctx.memory.splitlines()
+             if "kayak" in line or line.removeprefix("On ").removesuffix(":") in dates]
+    assert lines == [
+        f"On {dates[0]}:", "- the person: the kayak trip 40 days ago was wonderful",
+        f"On {dates[1]}:", "- the person: the kayak trip 25 days ago was wonderful",
+        f"On {dates[2]}:", "- the person: the kayak trip 10 days ago was wonderful",
+    ]
+
+
+def test_a_day_is_shown_once_and_the_same_words_once(
+    writer: apsw.Connection, config: Config, clock: ManualClock
+) -> None:
+    """Lines said on one day sit under one date; a text said twice is shown once."""
+    at = clock.time() - 5 * DAY_S
+    say(writer, "the piano tuner comes on friday", at=at)
+    say(writer, "The piano tuner  comes on Friday", at=at + 60)
+    say(writer, "the piano needs new felts", at=at + 120)
+    for n in range(40):
+        say(writer, f"filler line {n} about lunch", at=clock.time() - 60 + n)
+    ctx = build(writer, config, clock, "when does the piano tuner come?")
+    day = datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d")
+    piano = [line for line in ctx.memory.splitlines() if "piano" in line.casefold()]
+    assert ctx.memory.count(f"On {day}:") == 1
+    assert piano == ["- the person: the piano tuner comes on friday",
+                     "- the person: the piano needs new felts"]
 
 
 def test_a_recalled_line_comes_with_the_lines_said_around_it(
