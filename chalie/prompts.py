@@ -11,22 +11,22 @@ from chalie.paths import PROMPTS
 
 # file -> the placeholders its caller fills in
 _EXPECTED: dict[str, frozenset[str]] = {
-    "act_system": frozenset({"now"}),
-    "act_user": frozenset({"identity", "state", "world", "memory", "history", "user_text",
-                           "trail"}),
+    "act_system": frozenset({"identity"}),
+    "act_user": frozenset({"now", "state", "situation", "world", "memory", "history",
+                           "user_text", "trail"}),
     "act_final": frozenset(),
     "compact_trail": frozenset({"user_text", "trail"}),
     "checkpoint": frozenset({"state", "history", "user_text", "trail"}),
     "episode_encoding": frozenset({"count", "lines"}),
     "interface_message": frozenset({"program", "details", "text"}),
-    "scheduled": frozenset({"identity", "state", "world", "memory", "history", "trail",
-                            "prompt", "created", "due"}),
+    "scheduled": frozenset({"now", "state", "situation", "world", "memory", "history",
+                            "trail", "prompt", "created", "due"}),
     "plan": frozenset({"goal", "tools"}),
     "critic": frozenset({"user_text", "steering", "tool", "args", "result"}),
-    "dmn": frozenset({"identity", "state", "world", "memory", "history", "trail", "loops",
-                      "goals", "trigger", "nothing", "concepts"}),
-    "goal_step": frozenset({"identity", "state", "world", "memory", "history", "trail",
-                            "goal", "plan", "step_id", "step", "last"}),
+    "dmn": frozenset({"now", "state", "situation", "world", "memory", "history", "trail",
+                      "loops", "goals", "trigger", "nothing", "concepts"}),
+    "goal_step": frozenset({"now", "state", "situation", "world", "memory", "history",
+                            "trail", "goal", "plan", "step_id", "step", "last"}),
     "tools_in_prompt": frozenset({"system", "tools"}),
     "doctor_tool": frozenset({"word"}),
     "doctor_structured": frozenset({"word", "number"}),
@@ -36,6 +36,7 @@ _EXPECTED: dict[str, frozenset[str]] = {
 # fragments.toml key -> the placeholders its caller fills in
 _FRAGMENTS: dict[str, frozenset[str]] = {
     "state_empty": frozenset(), "checkpoint_state_empty": frozenset(),
+    "situation": frozenset({"text"}), "situation_empty": frozenset(),
     "world_empty": frozenset(), "world_state": frozenset({"items"}),
     "world_signal": frozenset({"signal_type", "source", "age", "salience", "topic", "content"}),
     "world_topic": frozenset({"topic"}),
@@ -111,6 +112,20 @@ class Prompts:
 
     def render(self, name: str, **values: str) -> str:
         return self._templates[name].substitute(values).strip()
+
+    def render_split(self, name: str, at: str, **values: str) -> tuple[str, str]:
+        """`render(name, ...)` cut in two right after the value of placeholder `at`: the text
+        up to and including it, and the rest; ("", all of it) when the prompt has no `at`.
+        The two joined are what `render` gives. A request's cache boundary is found this way
+        (chalie/act/loop.py cuts after the history), whatever order an edited prompt has."""
+        template = self._templates[name]
+        source = template.template
+        for m in template.pattern.finditer(source):
+            if at in (m.group("named"), m.group("braced")):
+                head = Template(source[:m.end()]).substitute(values).lstrip()
+                tail = Template(source[m.end():]).substitute(values).rstrip()
+                return (head, tail) if head else ("", tail.lstrip())
+        return "", self.render(name, **values)
 
     def fragment(self, key: str, /, **values: object) -> str:
         """A short piece of prompt text from fragments.toml."""

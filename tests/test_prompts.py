@@ -19,28 +19,50 @@ def prompt_dir(tmp_path: Path) -> Path:
 
 
 def test_shipped_prompts_load_and_render() -> None:
-    """The shipped prompts load and fill in the time, the conversation and the message."""
+    """The shipped prompts load: the system prompt is static but for who the person is, and
+    the user message has the history first, then the time and what changes every turn."""
     prompts = Prompts.load()
-    system = prompts.render("act_system", now="2024-05-01 10:00 UTC")
+    system = prompts.render("act_system", identity="I")
     assert system.startswith("You are Chalie")
-    assert system.endswith("The time now is 2024-05-01 10:00 UTC.")
-    user = prompts.render("act_user", identity="I", state="S", world="W", memory="M",
-                          history="Person: hi", user_text="what now?", trail="(none)")
+    assert system.endswith("# Who you are talking to\n\nI")
+    user = prompts.render("act_user", now="2024-05-01 10:00 UTC", state="S", situation="\n\nT",
+                          world="W", memory="M", history="Person: hi", user_text="what now?",
+                          trail="(none)")
     assert user == (
-        "# Who you are talking to\n\nI\n\n# Current State\n\nS\n\n"
+        "# Conversation so far\n\nPerson: hi\n\n# The time now\n\n2024-05-01 10:00 UTC\n\n"
+        "# Current State\n\nS\n\nT\n\n# What you remember that may matter here\n\nM\n\n"
         "# What other programs report (world state)\n\nW\n\n"
-        "# What you remember that may matter here\n\nM\n\n"
-        "# Conversation so far\n\nPerson: hi\n\n# The person's message\n\nwhat now?\n\n"
-        "# Your work on this message so far\n\n(none)"
+        "# The person's message\n\nwhat now?\n\n# Your work on this message so far\n\n(none)"
     )
     assert prompts.render("act_final") == (PROMPTS / "act_final.md").read_text().strip()
 
 
+VALUES = {"now": "N", "state": "", "situation": "", "world": "", "memory": "",
+          "history": "Person: hi", "user_text": "what now?", "trail": "x"}
+
+
+def test_a_prompt_splits_after_a_placeholder_into_what_render_gives() -> None:
+    """render_split cuts right after the history's value; joined, the halves are the prompt."""
+    prompts = Prompts.load()
+    head, rest = prompts.render_split("act_user", "history", **VALUES)
+    assert head == "# Conversation so far\n\nPerson: hi"
+    assert rest.startswith("\n\n# The time now\n\nN")
+    assert head + rest == prompts.render("act_user", **VALUES)
+
+
+def test_a_prompt_without_the_placeholder_does_not_split(prompt_dir: Path) -> None:
+    """An edited prompt that leaves the history out is all "rest"."""
+    path = prompt_dir / "act_user.md"
+    path.write_text(path.read_text().replace("$history", "(left out)"))
+    prompts = Prompts.load(prompt_dir)
+    assert prompts.render_split("act_user", "history", **VALUES) == (
+        "", prompts.render("act_user", **VALUES))
+
+
 def test_dollar_signs_in_values_are_kept_literally() -> None:
     """A message containing "$history" is shown as typed, not substituted."""
-    user = Prompts.load().render("act_user", identity="", state="", world="", memory="",
-                                 history="",
-                                     user_text="costs $5 $trail", trail="x")
+    user = Prompts.load().render("act_user", now="", state="", situation="", world="",
+                                 memory="", history="", user_text="costs $5 $trail", trail="x")
     assert "costs $5 $trail" in user
 
 

@@ -85,25 +85,37 @@ class ActLoop:
         memory: str = "",
         identity: str = "",
         world: str = "",
+        situation: str = "",
         template: str = "act_user",
         extra: dict[str, str] | None = None,
     ) -> None:
         """`template`: the prompt file of the single user message (act_user for the person's
         turns; a background path has its own), rendered with the sections below and `extra`,
-        the values only that template has."""
+        the values only that template has.
+
+        The request is laid out so that what changes least comes first, and a model server can
+        reuse the previous turn's prompt up to where this one differs: the tools; the system
+        prompt (prompts/act_system.md, static) with who the person is; then the user message,
+        which begins with the history (its start stays put for many turns: the context builder
+        trims it a block at a time) and goes on with what is new every turn: the time
+        (`now_text`), the Current State (`state`: the checkpoint) and `situation` (where the
+        conversation stands), what recall found (`memory`), the world state, and last the
+        message and the trail. The message marks where the history ends (Message.cuts)."""
         self._prompts = prompts
         self._template = template
         self._extra = dict(extra or {})
         self.user_text = user_text
         self.history = tuple(history)
         self.state = state
+        self._situation = situation
         self._memory = memory
         self._identity = identity
         self._world = world
+        self._now = now_text
         self._tools = tools
         self._max_iterations = max_iterations
         self._max_result_chars = max_result_chars
-        self._system = prompts.render("act_system", now=now_text)
+        self._system = self._render_system()
         self.iteration = 0
         self.trail: list[TrailItem] = []
         self.records: list[ToolRecord] = []  # every tool record of the turn, kept past compaction
@@ -115,12 +127,15 @@ class ActLoop:
         self.tool_counts: Counter[str] = Counter()
         self._forced = False
         self._compacted = 0  # trail items the pending compaction request covers
-        self._history_text: tuple[tuple[HistoryLine, ...], bool, str] | None = None
+        self._history_text: tuple[tuple[HistoryLine, ...], bool, str, tuple[int, ...]] | None \
+            = None
         self.images: tuple[Image, ...] = ()  # the person's images: every request carries them
         self._repeated: tuple[ToolCall, ...] = ()  # calls dropped as repeats, not yet answered
 
     @property
     def system(self) -> str:
+        """The system prompt: the same on every request of every turn while who the person is
+        stays the same (no time in it)."""
         return self._system
 
     @property
@@ -134,23 +149,27 @@ class ActLoop:
         for call in self._repeated:  # every call the model asked for is answered, run or not
             self.skip(call, "repeated", times=REPEAT_LIMIT - 1)
         self._repeated = ()
+        f = self._prompts.fragment
         trail = self.render_trail()
         if self.answer_forced:
             trail = f"{trail}\n\n{self._prompts.render('act_final')}"
-        user = self._prompts.render(
-            self._template,
+        history = self.render_history()
+        head, rest = self._prompts.render_split(
+            self._template, "history",
             **self._extra,
-            identity=self._identity or self._prompts.fragment("identity_empty"),
-            state=self.state or self._prompts.fragment("state_empty"),
-            world=self._world or self._prompts.fragment("world_empty"),
-            memory=self._memory or self._prompts.fragment("memory_empty"),
-            history=self.render_history(),
+            now=self._now,
+            state=self.state or f("state_empty"),
+            situation=f("situation", text=self._situation) if self._situation
+            else f("situation_empty"),
+            world=self._world or f("world_empty"),
+            memory=self._memory or f("memory_empty"),
+            history=history,
             user_text=self.user_text,
             trail=trail,
         )
         tools = () if self.answer_forced else self._tools
-        return ChatRequest(system=self._system, messages=(Message("user", user, self.images),),
-                           tools=tools)
+        message = Message("user", head + rest, self.images, cuts=self._cuts(head))
+        return ChatRequest(system=self._system, messages=(message,), tools=tools)
 
     def trail_summary_request(self) -> ChatRequest:
         """Compaction stage 1: ask for one summary of the trail."""
@@ -224,8 +243,10 @@ class ActLoop:
                     world: str = "", situation: str = "") -> None:
         """The turn's context, gathered and fitted before the first request."""
         self._identity = identity
+        self._system = self._render_system()
         self._world = world
-        self.state = f"{state}\n\n{situation}" if state and situation else state or situation
+        self.state = state
+        self._situation = situation
         self._memory = memory
         self.history = tuple(history)
         self._tools = tools
@@ -272,19 +293,36 @@ class ActLoop:
         )
 
     def render_history(self) -> str:
+        return self._rendered_history()[0]
+
+    def _rendered_history(self) -> tuple[str, tuple[int, ...]]:
+        """The history's text, and where each of its lines but the last ends in it (before
+        the newline that joins it to the next: so a line ends in the same place whether or
+        not another follows it)."""
         cached = self._history_text
         if cached is not None and cached[0] is self.history and cached[1] == bool(self.state):
-            return cached[2]  # every request of a turn shows the same history
+            return cached[2], cached[3]  # every request of a turn shows the same history
         f = self._prompts.fragment
+        ends: list[int] = []
         if not self.history:
             text = f("history_none_since_state") if self.state else f("history_empty")
         else:
-            text = "\n".join(
-                f("history_person" if h.role == "user" else "history_assistant", text=h.text)
-                for h in self.history
-            )
-        self._history_text = (self.history, bool(self.state), text)
-        return text
+            lines = [f("history_person" if h.role == "user" else "history_assistant", text=h.text)
+                     for h in self.history]
+            for line in lines[:-1]:
+                ends.append((ends[-1] + 1 if ends else 0) + len(line))
+            text = "\n".join(lines)
+        self._history_text = (self.history, bool(self.state), text, tuple(ends))
+        return text, tuple(ends)
+
+    def _cuts(self, head: str) -> tuple[int, ...]:
+        """Message.cuts of a user message that begins with `head` (the prompt up to the end of
+        the history): after each line of the history, and at its end."""
+        text, ends = self._rendered_history()
+        if not head.endswith(text):
+            return ()
+        start = len(head) - len(text)
+        return (*(start + end for end in ends), len(head))
 
     def render_trail(self) -> str:
         f = self._prompts.fragment
@@ -303,6 +341,10 @@ class ActLoop:
         return "\n\n".join(blocks)
 
     # -- internals --
+
+    def _render_system(self) -> str:
+        identity = self._identity or self._prompts.fragment("identity_empty")
+        return self._prompts.render("act_system", identity=identity)
 
     def _add(self, record: ToolRecord) -> ToolRecord:
         self.trail.append(record)

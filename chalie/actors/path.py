@@ -144,7 +144,8 @@ class PathActor(SupervisedActor, abc.ABC):
         turn = self._driver.turn
         assert turn is not None
         turn.loop.use_context(identity=ctx.identity, state=ctx.state, memory=ctx.memory,
-                              history=ctx.history, tools=ctx.tools, world=ctx.world)
+                              history=ctx.history, tools=ctx.tools, world=ctx.world,
+                              situation=ctx.situation)
         turn.history_upto = ctx.history_upto
         turn.recalled = ctx.recalled
         self._driver.ask()

@@ -9,6 +9,13 @@ Where the wire differs from the internal shape:
   documented way to get JSON of a schema, so a structured request sends that tool with
   `tool_choice`, and the forced call's input comes back as the response's text.
 - `thinking` blocks are reasoning, never part of the answer.
+- Prompt caching is explicit: `cache_control` breakpoints (at most 4 a request) mark where a
+  prefix that the next request repeats ends. One goes on the last tool, one on the system
+  prompt (who the person is included), and one at the end of the history: a user message with
+  `cuts` (chalie/llm/types.py) is sent as one text block per history line, the last of them
+  marked, then its images, then the rest. Anthropic looks for a cached prefix at the block
+  boundaries before a breakpoint, so the next turn, whose history has a few more lines, finds
+  the one this turn wrote. Usage counts cache reads and writes as prompt tokens.
 
 This module builds the request and speaks HTTP (timeouts, errors classed, the model list); the
 answer, a whole message or a stream of events, is read by chalie/llm/anthropic_stream.py.
@@ -20,6 +27,7 @@ to see each failure classed (LlmUnavailable, LlmHttpError.kind, LlmBadResponse).
 from __future__ import annotations
 
 import base64
+import itertools
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -42,6 +50,7 @@ from chalie.llm.types import (
     estimate_tokens,
 )
 
+_CACHE = {"type": "ephemeral"}  # a cache breakpoint: the prefix up to here may be reused
 _FINISH = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls",
            "max_tokens": "length"}
 _STRUCTURED_TOOL = "Give your whole answer as this tool's input; it is read as your reply."
@@ -124,7 +133,7 @@ class AnthropicProvider:
         body: dict[str, Any] = {"model": self._model, "max_tokens": self._max_tokens,
                                 "messages": _wire_messages(request.messages)}
         if system := "\n\n".join(p for p in parts if p):
-            body["system"] = system
+            body["system"] = [{"type": "text", "text": system, "cache_control": _CACHE}]
         tools = [{"name": t.name, "description": t.description,
                   "input_schema": t.parameters or {"type": "object", "properties": {}}}
                  for t in request.tools]
@@ -135,6 +144,7 @@ class AnthropicProvider:
                           "input_schema": rf.schema})
             body["tool_choice"] = {"type": "tool", "name": rf.name}
         if tools:
+            tools[-1]["cache_control"] = _CACHE
             body["tools"] = tools
         if stream:
             body["stream"] = True
@@ -194,13 +204,16 @@ def _until(deadline: float, timeout_s: float, lines: Iterable[str]) -> Iterator[
 
 def _wire_messages(messages: Iterable[Message]) -> list[dict[str, Any]]:
     """Internal messages (system ones left out) as Anthropic's alternating user/assistant
-    messages of content blocks, every tool call answered."""
+    messages of content blocks, every tool call answered; the last message with `cuts` gets
+    the request's third cache breakpoint."""
     out: list[dict[str, Any]] = []
-    for m in answer_every_call(tuple(messages)):
+    answered = answer_every_call(tuple(messages))
+    marked = max((n for n, m in enumerate(answered) if m.cuts and m.role == "user"), default=-1)
+    for n, m in enumerate(answered):
         if m.role == "system":
             continue
         role = "assistant" if m.role == "assistant" else "user"
-        blocks = _blocks(m)
+        blocks = _cut_blocks(m) if n == marked else _blocks(m)
         if not blocks:  # Anthropic refuses an empty message
             continue
         if out and out[-1]["role"] == role:
@@ -216,15 +229,33 @@ def _blocks(m: Message) -> list[dict[str, Any]]:
         return [result | {"is_error": True}] if m.content == NOT_RUN else [result]
     blocks: list[dict[str, Any]] = []
     if m.role != "assistant":  # images go before the text, as Anthropic recommends
-        blocks += [{"type": "image", "source": {
-            "type": "base64", "media_type": i.media_type,
-            "data": base64.b64encode(i.data).decode("ascii")}} for i in m.images]
+        blocks += _images(m)
     if m.content:
         blocks.append({"type": "text", "text": m.content})
     if m.role == "assistant":
         blocks += [{"type": "tool_use", "id": c.call_id, "name": c.name, "input": c.args or {}}
                    for c in m.tool_calls]
     return blocks
+
+
+def _cut_blocks(m: Message) -> list[dict[str, Any]]:
+    """A user message cut at its `cuts`: a text block per piece up to the last cut, that one
+    marked as a cache breakpoint, then the images, then the rest of the text."""
+    bounds = [c for c in m.cuts if 0 < c <= len(m.content)]
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": m.content[a:b]}
+                                    for a, b in itertools.pairwise([0, *bounds]) if b > a]
+    if blocks:
+        blocks[-1]["cache_control"] = _CACHE
+    blocks += _images(m)
+    if rest := m.content[bounds[-1] if bounds else 0:]:
+        blocks.append({"type": "text", "text": rest})
+    return blocks
+
+
+def _images(m: Message) -> list[dict[str, Any]]:
+    return [{"type": "image", "source": {
+        "type": "base64", "media_type": i.media_type,
+        "data": base64.b64encode(i.data).decode("ascii")}} for i in m.images]
 
 
 def _to_response(answer: Answer, request: ChatRequest, latency: float) -> ChatResponse:
@@ -246,7 +277,7 @@ def _to_response(answer: Answer, request: ChatRequest, latency: float) -> ChatRe
         prompt = ((u.input_tokens or 0) + (u.cache_creation_input_tokens or 0)
                   + (u.cache_read_input_tokens or 0))
         done = u.output_tokens or 0
-        usage = Usage(prompt, done, prompt + done)
+        usage = Usage(prompt, done, prompt + done, cached_tokens=u.cache_read_input_tokens or 0)
     return ChatResponse(text=text, tool_calls=calls, usage=usage, finish_reason=finish,
                         latency_s=latency, reasoning=answer.reasoning)
 

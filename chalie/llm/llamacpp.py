@@ -7,11 +7,12 @@ tools, llama.cpp parses the model's tool calls back out of its text, and a `resp
 JSON schema becomes a grammar, the same as with `llama-server` behind the HTTP provider. A GGUF
 without a template of its own gets llama.cpp's fallback (ChatML).
 
-One model, one context: calls run one at a time. The answer always streams, because a streamed
-answer is the only one that can be stopped: the deadline is checked at every piece, and a piece
-comes every token. What cannot be stopped is reading the prompt before the first token (at most
-`context_window` tokens; seconds on a CPU for a long prompt) and loading the model, which the
-first call does.
+One model, one context: calls run one at a time, and each reuses the KV cache of the last
+up to the first token where its prompt differs (see `_params`). The answer always streams,
+because a streamed answer is the only one that can be stopped: the deadline is checked at every
+piece, and a piece comes every token. What cannot be stopped is reading the prompt before the
+first token (at most `context_window` tokens; seconds on a CPU for a long prompt) and loading
+the model, which the first call does.
 
 `Server` also opens an HTTP listener on a random loopback port, which Chalie never uses; it is
 locked with a random API key that nothing knows, so no other local process can use the model.
@@ -211,6 +212,7 @@ class LlamaCppProvider:
             self._lock.release()
         log.debug("llamacpp_done", model=Path(self._path).name,
                   prompt_tokens=response.usage.prompt_tokens,
+                  cached_tokens=response.usage.cached_tokens,
                   completion_tokens=response.usage.completion_tokens,
                   finish_reason=response.finish_reason, latency_s=round(response.latency_s, 3))
         return response
@@ -237,6 +239,15 @@ class LlamaCppProvider:
         params.n_predict = self._max_tokens
         params.n_parallel = 1  # one context: calls are serialised anyway
         params.use_jinja = True  # the GGUF's own template, with its tool-call format
+        # One call's prompt reuses the last one's KV cache up to the first token that differs
+        # (cache_prompt): a turn's prompt repeats the previous turn's tools, system prompt and
+        # history (chalie/act/loop.py). A model with sliding-window attention (Gemma 2 and 3,
+        # the bundled one) keeps only a window of its SWA layers' cache unless swa_full, and
+        # then can resume only near where the last prompt ended: a prompt that differs from
+        # the history's end on would be evaluated whole, every turn. swa_full keeps those
+        # layers' cache for the whole context (the memory a model without SWA takes anyway).
+        params.cache_prompt = True
+        params.swa_full = True
         params.verbosity = 1  # llama.cpp's errors (to stderr), not its per-request chatter
         if self._threads > 0:
             params.cpuparams.n_threads = self._threads

@@ -44,15 +44,22 @@ class WireMessage(msgspec.Struct):
     tool_calls: list[WireToolCall] | None = None
 
 
+class WirePromptDetails(msgspec.Struct):
+    cached_tokens: int | None = None  # OpenAI, vLLM, llama.cpp: read from the prefix cache
+
+
 class WireUsage(msgspec.Struct):
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     total_tokens: int | None = None
+    prompt_tokens_details: WirePromptDetails | None = None
 
     def to_usage(self) -> Usage:
         prompt, completion = self.prompt_tokens or 0, self.completion_tokens or 0
         total = self.total_tokens if self.total_tokens is not None else prompt + completion
-        return Usage(prompt, completion, total)
+        details = self.prompt_tokens_details
+        cached = (details.cached_tokens or 0) if details is not None else 0
+        return Usage(prompt, completion, total, cached_tokens=cached)
 
 
 class _Choice(msgspec.Struct):

@@ -38,13 +38,20 @@ class Message(msgspec.Struct, frozen=True):
     The ACT loop sends one user message (the trail is text inside it), with the turn's images;
     `tool_calls` (an assistant message) and `tool_call_id` (a tool message answering one call)
     carry a native tool round trip, which `chalie doctor` uses to probe a provider. Every
-    provider maps them to its own wire format."""
+    provider maps them to its own wire format.
+
+    `cuts` are offsets into `content`, ascending, where it may be cut into blocks without
+    changing what it says: the text before the last cut (the history) comes back unchanged at
+    the start of this conversation's next request, and each earlier cut ends one line of it. A
+    provider whose cache works on blocks (Anthropic) sends the pieces as blocks and marks the
+    last cut; the others send `content` whole, and their servers match the prefix themselves."""
 
     role: str
     content: str
     images: tuple[Image, ...] = ()
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str = ""
+    cuts: tuple[int, ...] = ()
 
 
 class JsonSchemaFormat(msgspec.Struct, frozen=True):
@@ -68,6 +75,7 @@ class Usage(msgspec.Struct, frozen=True):
     completion_tokens: int = 0
     total_tokens: int = 0
     estimated: bool = False
+    cached_tokens: int = 0  # of prompt_tokens, those the server took from its prefix cache
 
 
 class ChatResponse(msgspec.Struct, frozen=True):

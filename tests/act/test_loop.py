@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from chalie.act.loop import ActLoop, Answer, Calls, TurnMetrics
@@ -53,14 +54,79 @@ def test_first_request_holds_history_message_and_empty_trail() -> None:
     """The model gets the system prompt and one user message with history, message and trail."""
     history = [HistoryLine("user", "I got a dog", 1.0), HistoryLine("assistant", "Nice!", 2.0)]
     request = make_loop(history=history).request()
-    assert request.system == PROMPTS.render("act_system", now="2024-05-01 10:00 UTC")
+    assert request.system == PROMPTS.render("act_system",
+                                            identity="(nothing known about them yet)")
     assert request.tools == (MEMORY, CLOCK)
     assert user_message(request) == PROMPTS.render(
-        "act_user", identity="(nothing known about them yet)", state="(none yet)",
+        "act_user", now="2024-05-01 10:00 UTC", state="(none yet)", situation="",
         world="(nothing reported)", memory="(nothing relevant stored)",
         history="Person: I got a dog\nYou: Nice!",
         user_text="What is my pet called?", trail="(nothing yet)",
     )
+
+
+def sections(text: str) -> list[str]:
+    return [line[2:] for line in text.split("\n") if line.startswith("# ")]
+
+
+def turn_request(n: int) -> ChatRequest:
+    """Turn n's first request: n exchanges of history, and every volatile part new."""
+    history = [HistoryLine("assistant" if i % 2 else "user", f"line {i}", float(i), id=i)
+               for i in range(2 * n)]
+    loop = make_loop(history=history, now_text=f"2024-05-01 10:{n:02d} UTC")
+    loop.use_context(identity="Their name is Sam.", state="They asked about dogs.",
+                     situation=f"How the conversation stands: turn {n}.",
+                     memory=f"- recalled for turn {n}", history=history,
+                     tools=(MEMORY, CLOCK), world=f"signal {n}")
+    return loop.request()
+
+
+def test_what_changes_least_comes_first_and_the_time_is_not_in_the_system_prompt() -> None:
+    """Tools, then the system prompt with who the person is, then the history, then the time,
+    the Current State, where the conversation stands, memory, world state, message and trail."""
+    request = turn_request(2)
+    assert "10:02" not in request.system
+    assert request.system.endswith("# Who you are talking to\n\nTheir name is Sam.")
+    text = user_message(request)
+    assert sections(text) == [
+        "Conversation so far", "The time now", "Current State",
+        "What you remember that may matter here", "What other programs report (world state)",
+        "The person's message", "Your work on this message so far"]
+    assert "They asked about dogs.\n\nHow the conversation stands: turn 2.\n\n# What you" \
+        in text
+
+
+def test_a_turn_repeats_the_previous_turns_request_up_to_the_end_of_its_history() -> None:
+    """The next turn's first request has the same tools and system prompt, and its user message
+    starts with everything the previous one had up to the end of that one's history."""
+    before, after = turn_request(2), turn_request(3)
+    assert (after.tools, after.system) == (before.tools, before.system)
+    (earlier,), (later,) = before.messages, after.messages
+    stable = earlier.content[:earlier.cuts[-1]]
+    assert stable.endswith("Person: line 2\nYou: line 3")
+    assert later.content.startswith(stable)
+    assert earlier.cuts[-1] in later.cuts  # where the earlier breakpoint was, a block ends now
+
+
+def test_the_message_is_cut_after_each_history_line_and_at_the_history_end() -> None:
+    """Message.cuts: one piece per history line (the heading with the first), each starting
+    with the newline before it, then the rest: the pieces of the last turn stay pieces."""
+    (message,) = turn_request(2).messages
+    bounds = (0, *message.cuts, len(message.content))
+    pieces = [message.content[a:b] for a, b in itertools.pairwise(bounds)]
+    assert pieces[:4] == ["# Conversation so far\n\nPerson: line 0", "\nYou: line 1",
+                          "\nPerson: line 2", "\nYou: line 3"]
+    assert pieces[4].startswith("\n\n# The time now\n\n2024-05-01 10:02 UTC")
+    assert "".join(pieces) == message.content
+
+
+def test_no_situation_leaves_nothing_after_the_current_state() -> None:
+    """Without a situation the Current State section holds the state alone."""
+    loop = make_loop()
+    loop.use_context(identity="", state="They asked about dogs.", memory="", history=(),
+                     tools=(MEMORY,))
+    assert "# Current State\n\nThey asked about dogs.\n\n# What you remember" in \
+        user_message(loop.request())
 
 
 def test_empty_history_says_the_conversation_starts() -> None:

@@ -325,7 +325,8 @@ def shape(frames: list[dict[str, Any]]) -> list[tuple[str, int]]:
 
 
 def prompt(request: ChatRequest) -> str:
-    """The single user message of an LLM request: state, memory, history, message, trail."""
+    """The single user message of an LLM request: history, time, state, memory, world state,
+    message, trail."""
     (message,) = request.messages
     return message.content
 

@@ -81,7 +81,7 @@ def test_tool_trail_over_budget_is_summarised_before_the_next_call(start_tree: A
     first, compact, last = provider.requests
     assert raw_estimate(first) <= LIMIT
     assert compact == ChatRequest(system="", messages=(msgspec.structs.replace(
-        first.messages[0], content=PROMPTS.render(
+        first.messages[0], cuts=(), content=PROMPTS.render(
             "compact_trail", user_text="please remember my plan",
             trail=f"[1] memory {PLAN_ARGS}\n-> remembered plan: {PLAN.strip()}")),))
     assert prompt(last).endswith(

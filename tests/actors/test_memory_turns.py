@@ -57,7 +57,7 @@ def test_a_name_in_a_longer_message_reaches_the_first_prompt_and_later_ones(
     tree.chat("what's next?")
     tree.outbox.wait_for_type("done", 2)
     for request in provider.requests:
-        assert section(prompt(request), "Who you are talking to") == "Their name is Sam."
+        assert section(request.system, "Who you are talking to") == "Their name is Sam."
     assert tree.rows("SELECT value, source FROM knowledge") == [("Sam", "identity")]
 
 

@@ -140,8 +140,9 @@ def test_cancel_phrase_during_a_turn_stops_it_without_another_model_call(
     assert shape(frames[4:]) == [("status", 5), ("status", 6), ("message", 7), ("done", 8)]
     assert frames[6]["blocks"] == [{"type": "text", "text": "Hello again."}]
     assert len(provider.requests) == 2
-    assert "Person: my favourite colour is green\nYou: Okay, I've stopped.\n\n" \
-           "# The person's message\n\nhello\n\n" in prompt(provider.requests[1])
+    text = prompt(provider.requests[1])
+    assert "Person: my favourite colour is green\nYou: Okay, I've stopped.\n\n# The time" in text
+    assert "# The person's message\n\nhello\n\n" in text
     assert tree.rows("SELECT count(*) FROM tool_calls") == [(0,)]
     assert tree.rows("SELECT count(*) FROM knowledge") == [(0,)]
 

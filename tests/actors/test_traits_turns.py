@@ -9,7 +9,7 @@ from chalie.llm.scripted import ScriptedProvider
 from chalie.store import db, trait_rows
 from chalie.values.cognition import Trait
 from tests.actors.background import NOW
-from tests.actors.conftest import answer, prompt
+from tests.actors.conftest import answer
 from tests.actors.test_memory_turns import section
 
 IDENTITY = "Who you are talking to"
@@ -28,7 +28,7 @@ def test_stored_traits_are_in_the_first_prompt_after_a_start(
     tree = start_tree(provider)
     tree.chat("Quel temps fait-il?")
     tree.outbox.wait_for_type("done")
-    assert section(prompt(provider.requests[0]), IDENTITY) == (
+    assert section(provider.requests[0].system, IDENTITY) == (
         "- Learned from how they write: Prefers short answers.\n"
         "- Learned from how they write: Writes in French.")
 
@@ -43,7 +43,7 @@ def test_asking_for_shorter_answers_is_learned_saved_and_in_the_next_prompt(
                               "What is Porto known for?"), start=1):
         tree.chat(text)
         tree.outbox.wait_for_type("done", n)
-    identities = [section(prompt(r), IDENTITY) for r in provider.requests]
+    identities = [section(r.system, IDENTITY) for r in provider.requests]
     assert "Prefers short answers." not in identities[1]
     assert identities[2] == "- Learned from how they write: Prefers short answers."
     tree.wait_until(lambda: tree.rows("SELECT name FROM adaptive_traits "

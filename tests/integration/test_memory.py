@@ -34,7 +34,9 @@ class Person:
         return [r for r in list(self.llm.requests) if "response_format" not in r]
 
     def last_prompt(self) -> str:
-        return str(self.chat_requests()[-1]["messages"][1]["content"])
+        """The last chat request as the model reads it: the system prompt (who the person is
+        at its end), then the user message."""
+        return "\n\n".join(str(m["content"]) for m in self.chat_requests()[-1]["messages"])
 
     def get(self, path: str, **params: Any) -> Any:
         r = self.http.get(path, params=params)
@@ -83,7 +85,7 @@ def test_a_conversation_of_dozens_of_turns_remembers_what_matters(
     sent = person.chat_requests()[-1]
     assert snapshot["purpose"] == "act"
     assert snapshot["system"] == sent["messages"][0]["content"]
-    assert snapshot["messages"] == [{"role": "user", "content": prompt}]
+    assert snapshot["messages"] == [{"role": "user", "content": sent["messages"][1]["content"]}]
     assert [t["name"] for t in snapshot["tools"]] == [t["function"]["name"]
                                                       for t in sent["tools"]]
     assert server.errors() == []

@@ -85,9 +85,14 @@ def test_a_tool_round_trip_through_the_anthropic_format(tmp_path: Path,
         headers, first = posts[0]
         assert headers["anthropic-version"] == "2023-06-01"
         assert headers["x-api-key"] == "sk-ant-test"
-        assert isinstance(first["system"], str)
-        assert first["system"]
+        (system,) = first["system"]
+        assert system["text"].startswith("You are Chalie")
+        assert system["cache_control"] == {"type": "ephemeral"}
         assert [t["name"] for t in first["tools"]][:2] == ["memory", "recall"]
+        assert first["tools"][-1]["cache_control"] == {"type": "ephemeral"}
+        marked = [b for b in first["messages"][0]["content"] if "cache_control" in b]
+        assert [b["text"] for b in marked] == ["# Conversation so far\n\n"
+                                               "(this is the start of the conversation)"]
         assert "remembered favorite color: teal" in json.dumps(posts[1][1]["messages"])
         assert db_rows(server.db_path, "SELECT value FROM knowledge WHERE key = ?",
                        "favorite color") == [("teal",)]

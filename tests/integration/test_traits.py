@@ -42,7 +42,7 @@ def test_asking_for_shorter_answers_shapes_the_next_prompt(
     wait_for(lambda: "answer_length" in traits_of(server, cookie))
     llm.queue(completion("Porto: port wine, the Douro."))
     ws.turn("And Porto?")
-    prompt = llm.requests[-1]["messages"][-1]["content"]
+    prompt = "\n\n".join(m["content"] for m in llm.requests[-1]["messages"])
     assert "Prefers short answers." in prompt
     # "And Porto?" leaned on a short answer: weak evidence for more, well under the request.
     length = traits_of(server, cookie)["answer_length"]["value"]

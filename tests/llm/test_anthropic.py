@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, get_args, get_type_hints
 
 import httpx
 import pytest
 
+from chalie.act.loop import ActLoop
 from chalie.errors import LlmBadResponse, LlmHttpError, LlmUnavailable
 from chalie.llm.anthropic import AnthropicProvider
 from chalie.llm.types import (
@@ -20,6 +21,8 @@ from chalie.llm.types import (
     ToolSpec,
     Usage,
 )
+from chalie.prompts import Prompts
+from chalie.store.queries import HistoryLine
 from chalie.values.images import Image
 from tests.llm.anthropic_stub import (
     StubAnthropic,
@@ -39,7 +42,9 @@ MEMORY = ToolSpec(
     parameters={"type": "object", "properties": {"action": {"type": "string"}}},
 )
 REQUEST = ChatRequest(system="You are Chalie.", messages=(Message("user", "What is my pet?"),))
+EPHEMERAL = {"type": "ephemeral"}
 RECALL = ("toolu_1", "memory", {"action": "recall", "topic": "pets"})
+CLOCK = ToolSpec(name="clock", description="the time", parameters={"type": "object"})
 
 
 @pytest.fixture
@@ -118,7 +123,8 @@ def test_the_system_prompt_goes_top_level_with_version_and_key_headers(
     provider.complete(ChatRequest(system="You are Chalie.", messages=(
         Message("system", "Be brief."), Message("user", "Hi"))), timeout_s=5)
     headers, body = stub.requests[0]
-    assert body["system"] == "You are Chalie.\n\nBe brief."
+    assert body["system"] == [{"type": "text", "text": "You are Chalie.\n\nBe brief.",
+                               "cache_control": EPHEMERAL}]
     assert body["messages"] == [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}]
     assert (body["model"], body["max_tokens"]) == ("claude-sonnet-4-5", 4096)
     assert "stream" not in body
@@ -140,11 +146,13 @@ def test_no_key_and_no_system_prompt_are_left_out(
 
 def test_tools_are_sent_with_their_input_schema(
         stub: StubAnthropic, provider: AnthropicProvider) -> None:
-    """A tool goes out as name, description and input_schema."""
+    """A tool goes out as name, description and input_schema; the last one ends the first
+    cached prefix."""
     provider.complete(ChatRequest(system="s", messages=REQUEST.messages, tools=(MEMORY,)),
                       timeout_s=5)
     assert sent(stub)["tools"] == [{"name": "memory", "description": "remember and recall facts",
-                                    "input_schema": MEMORY.parameters}]
+                                    "input_schema": MEMORY.parameters,
+                                    "cache_control": EPHEMERAL}]
 
 
 def test_a_tool_round_trip_becomes_tool_use_and_tool_result_blocks(
@@ -213,6 +221,94 @@ def test_structured_output_forces_a_tool_and_answers_its_input_as_text(
     assert response.finish_reason == "stop"
 
 
+# --- prompt caching ------------------------------------------------------------------------------
+
+def turn_request(n: int, images: tuple[Image, ...] = ()) -> ChatRequest:
+    """Turn n's first request as the ACT loop makes it: n exchanges of history."""
+    history = [HistoryLine("assistant" if i % 2 else "user", f"line {i}", float(i), id=i)
+               for i in range(2 * n)]
+    loop = ActLoop(prompts=Prompts.load(), user_text=f"question {n}", history=history,
+                   tools=(MEMORY, CLOCK), max_iterations=3, max_result_chars=100,
+                   now_text=f"2024-05-01 10:{n:02d} UTC")
+    loop.use_context(identity="Their name is Sam.", state="They have a cat.",
+                     situation=f"Turn {n}.", memory=f"- recalled {n}", history=history,
+                     tools=(MEMORY, CLOCK))
+    loop.images = images
+    return loop.request()
+
+
+def breakpoints(body: Any) -> list[str]:
+    """Where the body's cache_control marks are, as JSON paths."""
+    found: list[str] = []
+
+    def walk(value: Any, path: str) -> None:
+        if isinstance(value, dict):
+            if value.get("cache_control") == EPHEMERAL:
+                found.append(path)
+            for k, v in value.items():
+                walk(v, f"{path}.{k}")
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                walk(v, f"{path}[{i}]")
+
+    walk(body, "")
+    return found
+
+
+def test_a_turn_marks_the_tools_the_system_prompt_and_the_history_end(
+        stub: StubAnthropic, provider: AnthropicProvider) -> None:
+    """Three cache breakpoints (of the four Anthropic allows): the last tool, the system block
+    with who the person is, and the last history line; the images and the rest come after."""
+    png = b"\x89PNG\r\n\x1a\nfake"
+    request = turn_request(2, images=(Image("image/png", png),))
+    provider.complete(request, timeout_s=5)
+    body = sent(stub)
+    assert breakpoints(body) == [".messages[0].content[3]", ".system[0]", ".tools[1]"]
+    assert body["system"][0]["text"].endswith("Their name is Sam.")
+    blocks = body["messages"][0]["content"]
+    assert [b["type"] for b in blocks] == ["text"] * 4 + ["image", "text"]
+    assert blocks[3]["text"] == "\nYou: line 3"
+    assert blocks[5]["text"].startswith("\n\n# The time now\n\n2024-05-01 10:02 UTC")
+    (message,) = request.messages
+    assert "".join(b["text"] for b in blocks if b["type"] == "text") == message.content
+
+
+def test_the_next_turn_repeats_the_blocks_up_to_the_last_breakpoint(
+        stub: StubAnthropic, provider: AnthropicProvider) -> None:
+    """Anthropic finds a cached prefix at block boundaries before a breakpoint: the next turn
+    sends the previous turn's tools, system and history blocks unchanged, so the history that
+    the previous turn cached is read back."""
+    provider.complete(turn_request(2), timeout_s=5)
+    provider.complete(turn_request(3), timeout_s=5)
+    before, after = sent(stub, 0), sent(stub, 1)
+    assert (after["tools"], after["system"]) == (before["tools"], before["system"])
+    texts = [b["text"] for b in after["messages"][0]["content"]]
+    assert texts[:4] == [b["text"] for b in before["messages"][0]["content"][:4]]
+    assert breakpoints(before)[0] == ".messages[0].content[3]"
+    assert breakpoints(after)[0] == ".messages[0].content[5]"
+
+
+def test_the_breakpoints_are_where_the_official_client_declares_them(
+        stub: StubAnthropic, provider: AnthropicProvider) -> None:
+    """Every block, tool and system part we send uses only keys that Anthropic's own client
+    declares for it, and cache_control is its ephemeral kind."""
+    types = pytest.importorskip("anthropic.types")
+    provider.complete(turn_request(2, images=(Image("image/png", b"png"),)), timeout_s=5)
+    body = sent(stub)
+
+    def declared(typed: Any) -> set[str]:
+        return set(get_type_hints(typed))
+
+    assert set(body["tools"][-1]) <= declared(types.ToolParam)
+    assert set(body["system"][0]) <= declared(types.TextBlockParam)
+    for block in body["messages"][0]["content"]:
+        kind = types.TextBlockParam if block["type"] == "text" else types.ImageBlockParam
+        assert set(block) <= declared(kind)
+    hints = get_type_hints(types.CacheControlEphemeralParam)
+    assert set(EPHEMERAL) <= set(hints)
+    assert "ephemeral" in get_args(hints["type"])
+
+
 # --- response mapping ----------------------------------------------------------------------------
 
 def test_text_and_tool_calls_come_back(stub: StubAnthropic, provider: AnthropicProvider) -> None:
@@ -251,7 +347,8 @@ def test_usage_counts_cached_prompt_tokens(stub: StubAnthropic,
     """Prompt tokens are the uncached, cache-written and cache-read input tokens together."""
     stub.queue(message("ok", input_tokens=10, cache_creation_input_tokens=100,
                        cache_read_input_tokens=1000, output_tokens=7))
-    assert provider.complete(REQUEST, timeout_s=5).usage == Usage(1110, 7, 1117)
+    assert provider.complete(REQUEST, timeout_s=5).usage == Usage(1110, 7, 1117,
+                                                                   cached_tokens=1000)
 
 
 def test_usage_is_estimated_when_the_server_reports_none(
@@ -274,7 +371,7 @@ def test_streamed_text_arrives_in_pieces_that_make_the_answer(
     assert len(pieces) > 1
     assert "".join(pieces) == response.text == "Your pet is a cat called Miso."
     assert response.reasoning == "Recall says so."
-    assert response.usage == Usage(42, 9, 51)
+    assert response.usage == Usage(42, 9, 51, cached_tokens=2)
     assert response.finish_reason == "stop"
 
 

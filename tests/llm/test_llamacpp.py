@@ -246,6 +246,25 @@ def test_a_real_completion_has_text_and_real_usage(gemma: LlamaCppProvider) -> N
 
 
 @needs_model
+def test_a_prompt_that_starts_like_the_last_one_is_read_from_the_cache(
+        gemma: LlamaCppProvider) -> None:
+    """A turn's prompt repeats the previous one's start (tools, system prompt, history) and
+    differs from there on, far before its end: llama.cpp evaluates only what differs, even
+    with the bundled model's sliding-window attention."""
+    history = " ".join(f"line{i}" for i in range(150))
+
+    def turn(n: int) -> ChatRequest:
+        new = " ".join(f"turn{n}word{i}" for i in range(150))
+        return ChatRequest(system="You are Chalie.",
+                           messages=(Message("user", f"{history}\n\n{new}"),))
+
+    first = gemma.complete(turn(1), timeout_s=120)
+    second = gemma.complete(turn(2), timeout_s=120)
+    assert first.usage.cached_tokens < first.usage.prompt_tokens / 10
+    assert second.usage.cached_tokens > second.usage.prompt_tokens / 3
+
+
+@needs_model
 def test_streamed_pieces_join_into_the_answer(gemma: LlamaCppProvider) -> None:
     """Each piece reaches on_text as it is made; together they are the whole text."""
     pieces: list[str] = []

@@ -12,7 +12,7 @@ import pytest
 from chalie.clock import ManualClock
 from chalie.errors import LlmHttpError, LlmUnavailable
 from chalie.llm.openai_compat import OpenAICompatProvider
-from chalie.llm.types import ChatRequest, ChatResponse, Message, TextSink
+from chalie.llm.types import ChatRequest, ChatResponse, Message, TextSink, Usage
 from tests.llm.openai_stub import completion, sse, stream_chunks, tool_call
 
 REQUEST = ChatRequest(system="You are Chalie.", messages=(Message("user", "What is my pet?"),))
@@ -74,6 +74,16 @@ def test_a_streamed_answer_equals_the_same_answer_sent_whole() -> None:
     assert streamed.reasoning == whole.reasoning == "Pet question.\n\nhm"
     assert (streamed.tool_calls, streamed.usage, streamed.finish_reason) == (
         whole.tool_calls, whole.usage, whole.finish_reason)
+
+
+def test_cached_prompt_tokens_are_read_from_the_usage() -> None:
+    """OpenAI, vLLM and llama.cpp say how much of the prompt came from their prefix cache."""
+    body = completion("Hi.", usage={"prompt_tokens": 900, "completion_tokens": 2,
+                                    "total_tokens": 902,
+                                    "prompt_tokens_details": {"cached_tokens": 768}})
+    streamed = complete(event_stream(*stream_chunks(body, 2), "[DONE]"), on_text=lambda _: None)
+    assert streamed.usage == complete(httpx.Response(200, json=body)).usage == Usage(
+        900, 2, 902, cached_tokens=768)
 
 
 def test_a_stream_that_finishes_with_error_is_an_http_error() -> None:
