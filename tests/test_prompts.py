@@ -20,17 +20,20 @@ def prompt_dir(tmp_path: Path) -> Path:
 
 def test_shipped_prompts_load_and_render() -> None:
     """The shipped prompts load: the system prompt is static but for who the person is, and
-    the user message has the history first, then the time and what changes every turn."""
+    the user message has the Current State and the history first, then the time and what
+    changes every turn."""
     prompts = Prompts.load()
     system = prompts.render("act_system", identity="I")
     assert system.startswith("You are Chalie")
     assert system.endswith("# Who you are talking to\n\nI")
-    user = prompts.render("act_user", now="2024-05-01 10:00 UTC", state="S", situation="\n\nT",
+    user = prompts.render("act_user", now="2024-05-01 10:00 UTC", state="S",
+                          situation=prompts.fragment("situation", text="T"),
                           world="W", memory="M", history="Person: hi", user_text="what now?",
                           trail="(none)")
     assert user == (
-        "# Conversation so far\n\nPerson: hi\n\n# The time now\n\n2024-05-01 10:00 UTC\n\n"
-        "# Current State\n\nS\n\nT\n\n# What you remember that may matter here\n\nM\n\n"
+        "# Current State\n\nS\n\n# Conversation so far\n\nPerson: hi\n\n"
+        "# The time now\n\n2024-05-01 10:00 UTC\n\n# Where the conversation stands\n\nT\n\n"
+        "# What you remember that may matter here\n\nM\n\n"
         "# What other programs report (world state)\n\nW\n\n"
         "# The person's message\n\nwhat now?\n\n# Your work on this message so far\n\n(none)"
     )
@@ -45,7 +48,7 @@ def test_a_prompt_splits_after_a_placeholder_into_what_render_gives() -> None:
     """render_split cuts right after the history's value; joined, the halves are the prompt."""
     prompts = Prompts.load()
     head, rest = prompts.render_split("act_user", "history", **VALUES)
-    assert head == "# Conversation so far\n\nPerson: hi"
+    assert head == "# Current State\n\n\n\n# Conversation so far\n\nPerson: hi"
     assert rest.startswith("\n\n# The time now\n\nN")
     assert head + rest == prompts.render("act_user", **VALUES)
 

@@ -91,10 +91,9 @@ def build(
     this turn already knows (the name the person just gave) before they are stored; `world` the
     most salient signals with their salience, sharing the state section's budget;
     `conversation` where the conversation stands (topic, phase, confidence, situation), kept
-    in the state section after the checkpoint; `traits` the adaptive traits' lines
-    (chalie/cognition/traits.py), in the identity section after the stored traits and
-    preferences, dropped first when it is over its share; `gists` the DMN's unsent thoughts
-    (drift gists), in the state section after where the conversation stands; `history_from`
+    in the situation; `traits` the adaptive traits' lines (chalie/cognition/traits.py), in the
+    situation too (learned from every message, they change more often than the identity);
+    `gists` the DMN's unsent thoughts (drift gists), in the situation last; `history_from`
     the transcript id the previous turn's history started at: the history keeps that start
     while it fits, and then drops its oldest lines a block at a time, so that the prompt's
     beginning stays the same for many turns (a model server's prefix cache reuses it)."""
@@ -117,12 +116,9 @@ def build(
         line = _identity_line(prompts, item)
         pinned = item.key == NAME_KEY
         identity_pieces.append(Piece(line, tokens(line), PINNED if pinned else len(people) - n))
-    for n, learned in enumerate(traits):
-        line = prompts.fragment("identity_adaptive", trait=learned)
-        identity_pieces.append(Piece(line, tokens(line), 0.5 / (1 + n)))
     current_state, situation, world_pieces = _state_pieces(
-        prompts, redact, tokens, checkpoint=checkpoint, conversation=conversation, gists=gists,
-        world=world)
+        prompts, redact, tokens, checkpoint=checkpoint, conversation=conversation, traits=traits,
+        gists=gists, world=world)
     state_pieces = [p for p in (current_state, situation) if p is not None] + world_pieces
     tool_pieces: list[Piece[object]] = [
         Piece(t, tokens(_encode([t.name, t.description, t.parameters]).decode()), 0.0)
@@ -208,8 +204,8 @@ def _fill(prompts: Prompts, redact: Redactor, tokens: Callable[[str], int],
 
 
 def _state_pieces(prompts: Prompts, redact: Redactor, tokens: Callable[[str], int], *,
-                  checkpoint: Checkpoint | None, conversation: str, gists: Sequence[str],
-                  world: Sequence[Salient],
+                  checkpoint: Checkpoint | None, conversation: str, traits: Sequence[str],
+                  gists: Sequence[str], world: Sequence[Salient],
                   ) -> tuple[Piece[str] | None, Piece[str] | None, list[Piece[str]]]:
     """The state section's pieces: the Current State (the checkpoint: it changes only when the
     channel is compacted), the situation (where the conversation stands and the drift gists:
@@ -219,6 +215,9 @@ def _state_pieces(prompts: Prompts, redact: Redactor, tokens: Callable[[str], in
         text = redact(checkpoint.text, checkpoint.created_at)
         current_state = Piece(text, tokens(text), PINNED)
     situation_text = conversation
+    if traits:
+        learned = "\n".join(prompts.fragment("identity_adaptive", trait=t) for t in traits)
+        situation_text = f"{situation_text}\n\n{learned}" if situation_text else learned
     if gists:
         drift = prompts.fragment("drift_gists",
                                  items="\n".join(f"- {redact(g)}" for g in gists))

@@ -82,18 +82,20 @@ def turn_request(n: int) -> ChatRequest:
 
 
 def test_what_changes_least_comes_first_and_the_time_is_not_in_the_system_prompt() -> None:
-    """Tools, then the system prompt with who the person is, then the history, then the time,
-    the Current State, where the conversation stands, memory, world state, message and trail."""
+    """Tools, then the system prompt with who the person is, then the Current State (it changes
+    only when the history starts anew) and the history, then the time, where the conversation
+    stands, memory, world state, message and trail."""
     request = turn_request(2)
     assert "10:02" not in request.system
     assert request.system.endswith("# Who you are talking to\n\nTheir name is Sam.")
     text = user_message(request)
     assert sections(text) == [
-        "Conversation so far", "The time now", "Current State",
+        "Current State", "Conversation so far", "The time now", "Where the conversation stands",
         "What you remember that may matter here", "What other programs report (world state)",
         "The person's message", "Your work on this message so far"]
-    assert "They asked about dogs.\n\nHow the conversation stands: turn 2.\n\n# What you" \
-        in text
+    assert text.startswith("# Current State\n\nThey asked about dogs.\n\n# Conversation")
+    assert "10:02 UTC\n\n# Where the conversation stands\n\nHow the conversation stands: " \
+        "turn 2.\n\n# What you" in text
 
 
 def test_a_turn_repeats_the_previous_turns_request_up_to_the_end_of_its_history() -> None:
@@ -114,19 +116,21 @@ def test_the_message_is_cut_after_each_history_line_and_at_the_history_end() -> 
     (message,) = turn_request(2).messages
     bounds = (0, *message.cuts, len(message.content))
     pieces = [message.content[a:b] for a, b in itertools.pairwise(bounds)]
-    assert pieces[:4] == ["# Conversation so far\n\nPerson: line 0", "\nYou: line 1",
-                          "\nPerson: line 2", "\nYou: line 3"]
+    assert pieces[:4] == [
+        "# Current State\n\nThey asked about dogs.\n\n# Conversation so far\n\nPerson: line 0",
+        "\nYou: line 1", "\nPerson: line 2", "\nYou: line 3"]
     assert pieces[4].startswith("\n\n# The time now\n\n2024-05-01 10:02 UTC")
     assert "".join(pieces) == message.content
 
 
-def test_no_situation_leaves_nothing_after_the_current_state() -> None:
-    """Without a situation the Current State section holds the state alone."""
+def test_no_situation_leaves_nothing_after_the_time() -> None:
+    """Without a situation there is no section for it: the time is followed by memory."""
     loop = make_loop()
     loop.use_context(identity="", state="They asked about dogs.", memory="", history=(),
                      tools=(MEMORY,))
-    assert "# Current State\n\nThey asked about dogs.\n\n# What you remember" in \
-        user_message(loop.request())
+    text = user_message(loop.request())
+    assert "Where the conversation stands" not in text
+    assert "UTC\n\n# What you remember" in text
 
 
 def test_empty_history_says_the_conversation_starts() -> None:

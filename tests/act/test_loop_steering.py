@@ -128,8 +128,8 @@ def test_seeded_memory_appears_under_what_you_remember() -> None:
 def test_state_is_shown_and_empty_history_then_says_none_since() -> None:
     """With a Current State and no later history the request shows the state and "(none since)"."""
     text = user_message(make_loop(state="The person has a dog named Rex.").request())
-    assert "# Current State\n\nThe person has a dog named Rex.\n\n# What you remember" in text
-    assert text.startswith("# Conversation so far\n\n(none since)\n\n# The time now")
+    assert "# Current State\n\nThe person has a dog named Rex.\n\n# Conversation so far" in text
+    assert "# Conversation so far\n\n(none since)\n\n# The time now" in text
 
 
 # --- compaction stage 1: the trail summary --------------------------------------------------------

@@ -13,6 +13,7 @@ from tests.actors.conftest import answer
 from tests.actors.test_memory_turns import section
 
 IDENTITY = "Who you are talking to"
+SITUATION = "Where the conversation stands"
 
 
 def test_stored_traits_are_in_the_first_prompt_after_a_start(
@@ -28,9 +29,13 @@ def test_stored_traits_are_in_the_first_prompt_after_a_start(
     tree = start_tree(provider)
     tree.chat("Quel temps fait-il?")
     tree.outbox.wait_for_type("done")
-    assert section(provider.requests[0].system, IDENTITY) == (
+    # Learned from every message, they change more often than who the person is: they are
+    # with where the conversation stands, after the history, not in the system prompt.
+    assert "Learned" not in provider.requests[0].system
+    assert (
         "- Learned from how they write: Prefers short answers.\n"
-        "- Learned from how they write: Writes in French.")
+        "- Learned from how they write: Writes in French."
+    ) in section(provider.requests[0].messages[0].content, SITUATION)
 
 
 def test_asking_for_shorter_answers_is_learned_saved_and_in_the_next_prompt(
@@ -43,9 +48,10 @@ def test_asking_for_shorter_answers_is_learned_saved_and_in_the_next_prompt(
                               "What is Porto known for?"), start=1):
         tree.chat(text)
         tree.outbox.wait_for_type("done", n)
-    identities = [section(r.system, IDENTITY) for r in provider.requests]
-    assert "Prefers short answers." not in identities[1]
-    assert identities[2] == "- Learned from how they write: Prefers short answers."
+    messages = [r.messages[0].content for r in provider.requests]
+    assert "Prefers short answers." not in messages[1]
+    assert "- Learned from how they write: Prefers short answers." in section(messages[2],
+                                                                               SITUATION)
     tree.wait_until(lambda: tree.rows("SELECT name FROM adaptive_traits "
                                       "WHERE name = 'answer_length'") != [], "the saved trait")
     [(value, weight)] = tree.rows(
