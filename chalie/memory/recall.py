@@ -13,10 +13,13 @@ Then each fused score is weighted by recency and by retrieval strength:
     strength = (1 + times_recalled) * (1 + days_since_last_recall) ** -memory.retrieval_decay
                (an item never recalled counts from when it was stored)
     score    = rrf * (0.7 + 0.3 * recency) * (0.8 + 0.4 * strength / (1 + strength)) * salience
-where salience is 0.9 + 0.2 * an episode's salience (1 for other items). The weights move a
+where salience is 0.9 + 0.2 * an episode's salience (1 for other items). A question of the
+person's counts in both rankings as if it ranked QUESTION_RANK times lower (see `_demoted`).
+Beside the NEIGHBOURS_OF best messages come what surrounds each (the lines said before and after
+it, the episode that covers it), at NEIGHBOUR_WEIGHT of its score. The weights move a
 score by at most about 2.6 times, so relevance leads and they decide between near equals.
-Strength is a power law of time that rises each time an item goes into a prompt (the turn
-records it). Time comes from the injected clock. When the query cannot be embedded, recall goes
+Strength is a power law of time that rises each time an item is among the best of a turn's
+memory section (the turn records them: chalie.memory.context.REINFORCED). Time comes from the injected clock. When the query cannot be embedded, recall goes
 on with full text alone.
 """
 
