@@ -91,8 +91,9 @@ def test_a_tool_round_trip_through_the_anthropic_format(tmp_path: Path,
         assert [t["name"] for t in first["tools"]][:2] == ["memory", "recall"]
         assert first["tools"][-1]["cache_control"] == {"type": "ephemeral"}
         marked = [b for b in first["messages"][0]["content"] if "cache_control" in b]
-        assert [b["text"] for b in marked] == ["# Conversation so far\n\n"
-                                               "(this is the start of the conversation)"]
+        assert [b["text"] for b in marked] == [
+            "# Current State\n\n(none yet)\n\n# Conversation so far\n\n"
+            "(this is the start of the conversation)"]
         assert "remembered favorite color: teal" in json.dumps(posts[1][1]["messages"])
         assert db_rows(server.db_path, "SELECT value FROM knowledge WHERE key = ?",
                        "favorite color") == [("teal",)]
