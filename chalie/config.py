@@ -163,7 +163,10 @@ class ActConfig(_Section, frozen=True):
 
 
 class MemoryConfig(_Section, frozen=True):
-    embedder: Literal["hashed", "openai", "local"]
+    embedder: Literal["minilm", "hashed", "openai", "local"]
+    embed_model_path: str
+    embed_weights_url: str
+    embed_threads: int
     embed_base_url: str
     embed_model: str
     embed_api_key: str

