@@ -167,6 +167,7 @@ class MemoryConfig(_Section, frozen=True):
     embed_model_path: str
     embed_weights_url: str
     embed_threads: int
+    embed_precision: Literal["float32", "int8"]
     embed_base_url: str
     embed_model: str
     embed_api_key: str

@@ -229,7 +229,8 @@ def _minilm(report: Report, memory: MemoryConfig, models_dir: Path) -> Embedder 
     what = "embedder: minilm"
     try:
         weights = minilm_weights.resolve(memory.embed_model_path, memory.embed_weights_url,
-                                         models_dir, prepare=False)
+                                         models_dir, int8=memory.embed_precision == "int8",
+                                         prepare=False)
     except EmbedError as e:
         report.warn(what, f"no weights, so hashed (lexical) vectors stand in: {e}")
         return None

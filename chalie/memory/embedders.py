@@ -385,7 +385,8 @@ def _minilm(memory: MemoryConfig, models_dir: Path,
 
     try:
         weights = minilm_weights.resolve(memory.embed_model_path, memory.embed_weights_url,
-                                         models_dir, transport)
+                                         models_dir, transport,
+                                         int8=memory.embed_precision == "int8")
         return MiniLmEmbedder(weights, threads=memory.embed_threads)
     except EmbedError as e:
         log.warning("embedder_fallback", wanted="minilm", using="hashed", reason=str(e),

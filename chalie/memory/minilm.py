@@ -5,10 +5,10 @@ sentence-transformers (chalie/memory/minilm_onnx.py builds the graph), so it sha
 vector space with memory.embedder = "local" and switching between them re-embeds nothing.
 No torch: ONNX Runtime on the CPU and Hugging Face's Rust tokenizer.
 
-Costs measured on this project's 2-core machine (README, "Memory"): about 5 ms of one core for
-a short question, 8 ms a line in background batches of 4, about 120 MiB resident with the
-libraries. One intra-op thread by default (memory.embed_threads): a turn's query and a
-background batch each take one core, and no thread pool spins on the other.
+Costs measured on this project's 2-core machine (README, the figures of issue 22 part 3), in
+float32: 5.5 ms of one core for a short question, 8-10 ms a line in background batches, about
+130 MiB resident with its libraries. One intra-op thread by default (memory.embed_threads): a
+turn's query and a background batch each take one core, and no thread pool spins on the other.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ class MiniLmEmbedder:
         meta = self._session.get_modelmeta().custom_metadata_map  # ours: the model's positions
         self._tokenizer.no_padding()
         self._tokenizer.enable_truncation(min(MAX_TOKENS, int(meta.get("max_tokens", MAX_TOKENS))))
-        self.space = f"local:{weights.name}"  # "local:all-MiniLM-L6-v2", as LocalEmbedder's
+        self.space = weights.space  # float32: "local:all-MiniLM-L6-v2", as LocalEmbedder's
         self.origin = weights.origin
 
     def embed(self, texts: Sequence[str], *, timeout_s: float) -> list[bytes]:

