@@ -79,6 +79,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--embedder", default="hashed",
                         help="memory.embedder for the server (default hashed; minilm builds "
                              "its ONNX file in the run's data directory first)")
+    parser.add_argument("--embed-threads", type=int, default=1,
+                        help="memory.embed_threads, for --embedder minilm (default 1)")
     parser.add_argument("--pause-s", type=float, default=0.0,
                         help="seconds between one turn's done and the next message (default 0)")
     parser.add_argument("--embed-precision", default="float32", choices=["float32", "int8"],
@@ -186,7 +188,8 @@ def run(args: argparse.Namespace) -> Run:
     stub = StubLlm()
     workdir = Path(tempfile.mkdtemp(prefix="chalie-bench-overhead-"))
     sections: dict[str, dict[str, Any]] = {"log": {"level": "info"}}
-    sections["memory"] = {"embedder": args.embedder, "embed_precision": args.embed_precision}
+    sections["memory"] = {"embedder": args.embedder, "embed_precision": args.embed_precision,
+                          "embed_threads": args.embed_threads}
     if args.encode_every > 0:
         sections["memory"].update({"encode_every_rows": args.encode_every,
                                    "encode_max_rows": max(50, args.encode_every)})
@@ -378,7 +381,7 @@ def main() -> int:
          "prefill_channels": args.prefill_channels if prefilled else 0,
          "reembed": args.reembed, "encode_every": args.encode_every,
          "embedder": args.embedder, "embed_precision": args.embed_precision,
-         "pause_s": args.pause_s,
+         "embed_threads": args.embed_threads, "pause_s": args.pause_s,
          "turn_text": (f"questions about stored words ({args.no_match_share:.0%} without one)"
                        if prefilled else FIXED_TEXT),
          "random_seed": args.random_seed},
