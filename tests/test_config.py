@@ -165,8 +165,9 @@ def test_negative_retries_are_refused_but_zero_is_fine(tmp_path: Path) -> None:
 
 
 def test_an_unknown_embed_precision_is_refused(tmp_path: Path) -> None:
-    """memory.embed_precision is "float32" or "int8"; "int4" is reported by its key."""
-    assert load_config().memory.embed_precision == "float32"
+    """memory.embed_precision is "int8" (the default) or "float32"; "int4" is reported by
+    its key."""
+    assert load_config().memory.embed_precision == "int8"
     assert _config_error(tmp_path, {"memory": {"embed_precision": "int4"}}).key == \
         "memory.embed_precision"
 

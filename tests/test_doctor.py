@@ -346,13 +346,13 @@ def test_minilm_says_where_its_weights_come_from_and_builds_nothing(tmp_path: Pa
     models = tmp_path / "data" / "models"
     assert line(lines, "ok    embedder: minilm") == (
         f"ok    embedder: minilm (weights: memory.embed_model_path {source}; the ONNX file "
-        f"{models / 'tiny.onnx'} is built on the first start)")
+        f"{models / 'tiny-int8.onnx'} is built on the first start)")
     assert not (tmp_path / "data").exists()
-    minilm_weights.resolve(str(source), "", models)  # what the first start does
+    minilm_weights.resolve(str(source), "", models, int8=True)  # what the first start does
     _, lines, _ = doctor(config)
     assert line(lines, "ok    embedder: minilm") == (
-        f"ok    embedder: minilm (local:tiny; weights: memory.embed_model_path {source}; "
-        f"ONNX {models / 'tiny.onnx'}), {tiny_bert.HIDDEN} dimensions")
+        f"ok    embedder: minilm (minilm-int8:tiny; weights: memory.embed_model_path {source}; "
+        f"ONNX {models / 'tiny-int8.onnx'}), {tiny_bert.HIDDEN} dimensions")
 
 
 def test_minilm_without_any_weights_warns_that_hashed_stands_in(

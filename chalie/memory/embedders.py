@@ -1,12 +1,13 @@
 """Text to vectors for recall, behind one protocol so the memory layer never knows which it has.
 
 - `MiniLmEmbedder` (the default, chalie/memory/minilm.py): all-MiniLM-L6-v2 on ONNX Runtime,
-  semantic, no torch; when its weights cannot be had, `HashedEmbedder` stands in (a warning).
+  semantic, no torch, int8 or float32; when its weights cannot be had, `HashedEmbedder` stands
+  in (a warning).
 - `HashedEmbedder`: hashed words, word pairs and character trigrams. No model and no
   dependency; it is lexical, not semantic.
 - `OpenAIEmbedder`: the /embeddings endpoint of any OpenAI-compatible server (Ollama too).
 - `LocalEmbedder`: all-MiniLM-L6-v2 on sentence-transformers and torch; needs the extra
-  (pip install 'chalie[local]'). Same vectors, same space as "minilm".
+  (pip install 'chalie[local]'). Same vectors, same space as "minilm" in float32.
 
 Every vector is float32 little-endian bytes of unit length. Vectors are comparable only within
 one `space`, which every stored vector row records.

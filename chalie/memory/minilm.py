@@ -1,33 +1,42 @@
 """`MiniLmEmbedder`: all-MiniLM-L6-v2 (or another BERT sentence encoder) on ONNX Runtime.
 
-The model is the transformer itself, not a distillation: its vectors equal those of
-sentence-transformers (chalie/memory/minilm_onnx.py builds the graph), so it shares their
-vector space with memory.embedder = "local" and switching between them re-embeds nothing.
-No torch: ONNX Runtime on the CPU and Hugging Face's Rust tokenizer.
+The model is the transformer itself, not a distillation (chalie/memory/minilm_onnx.py builds
+its graph). In float32 its vectors equal those of sentence-transformers, so it shares their
+vector space with memory.embedder = "local" and switching between them re-embeds nothing; in
+int8 (memory.embed_precision, the default) they are within cosine 0.998 of those, in a space of
+their own. No torch: ONNX Runtime on the CPU and Hugging Face's Rust tokenizer.
 
-Costs measured on this project's 2-core machine (README, the figures of issue 22 part 3), in
-float32: 5.5 ms of one core for a short question, 8-10 ms a line in background batches, about
-130 MiB resident with its libraries. One intra-op thread by default (memory.embed_threads): a
-turn's query and a background batch each take one core, and no thread pool spins on the other.
+Costs measured on this project's 2-core machine (README, the figures of issue 22 part 3): 3.5
+ms of one core for a short question in int8 (5.5 in float32), 8-10 ms a line in background
+batches, a server of about 150 MiB (195 in float32). One intra-op thread by default
+(memory.embed_threads): a turn's query and a background batch each take one core.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import time
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import onnxruntime as ort
+import structlog
 from tokenizers import Tokenizer
 
 from chalie.errors import EmbedError
 from chalie.memory.minilm_weights import Weights
 
+log = structlog.get_logger("chalie.memory")
+
 MAX_TOKENS = 256  # sentence-transformers' max_seq_length for all-MiniLM-L6-v2: longer is cut
 CHUNK = 16  # texts per run: similar lengths together (little padding), activations kept small
 MAX_CHARS = 4000  # as embedders.MAX_EMBED_CHARS: the tokenizer never sees more
+WARM_UP = "hello there"  # embedded once at load (never stored)
+# A two-word text takes 1.5 ms of CPU in int8 here (3 ms in float32) where ONNX Runtime computes
+# 8-bit blocks in int8; where it unpacks them to float32 on every run instead, 29 ms.
+SLOW_INT8_MS = 15.0
 
 
 def _libc_trim() -> Any:
@@ -58,7 +67,8 @@ class MiniLmEmbedder:
     # keeps the activations, and so the resident memory, small.
     in_process = True
 
-    def __init__(self, weights: Weights, *, threads: int = 1) -> None:
+    def __init__(self, weights: Weights, *, threads: int = 1,
+                 slow_int8_ms: float = SLOW_INT8_MS) -> None:
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
@@ -84,6 +94,20 @@ class MiniLmEmbedder:
         self._tokenizer.enable_truncation(min(MAX_TOKENS, int(meta.get("max_tokens", MAX_TOKENS))))
         self.space = weights.space  # float32: "local:all-MiniLM-L6-v2", as LocalEmbedder's
         self.origin = weights.origin
+        self._warm_up(weights, slow_int8_ms)
+
+    def _warm_up(self, weights: Weights, slow_int8_ms: float) -> None:
+        """One short text now (the first run prepares ONNX Runtime's kernels); an int8 model
+        that takes far longer than it should runs on a CPU ONNX Runtime has no int8 kernel for
+        8-bit blocks on, and the log says what to change."""
+        self.embed([WARM_UP], timeout_s=60.0)
+        started = time.thread_time()  # CPU time: waiting for a busy core does not count
+        self.embed([WARM_UP], timeout_s=60.0)
+        ms = (time.thread_time() - started) * 1000
+        if weights.int8 and ms > slow_int8_ms:
+            log.warning("embed_int8_slow", ms=round(ms, 1), onnx=str(weights.onnx),
+                        advice='this CPU computes 8-bit blocks slowly: set '
+                               'memory.embed_precision = "float32"')
 
     def embed(self, texts: Sequence[str], *, timeout_s: float) -> list[bytes]:
         if not texts:

@@ -57,6 +57,7 @@ class Weights:
     space: str  # the vector space: local:<model> as sentence-transformers' vectors, or int8's
     origin: str  # for people: where the weights came from
     ready: bool = True  # False only from resolve(prepare=False): not built or fetched yet
+    int8: bool = False  # its matrices in 8-bit blocks (ONNX Runtime's MatMulNBits)
 
 
 def resolve(model_path: str, weights_url: str, models_dir: Path,
@@ -96,7 +97,7 @@ def resolve(model_path: str, weights_url: str, models_dir: Path,
         return Weights(models_dir / _file_name(MODEL_NAME, int8), cache / "tokenizer.json",
                        _space(MODEL_NAME, int8),
                        f"not on this machine: fetched once from {weights_url} into {cache}",
-                       ready=False)
+                       ready=False, int8=int8)
     try:
         fetch(weights_url, cache, transport)
     except (OSError, httpx.HTTPError) as e:
@@ -149,7 +150,7 @@ def _converted(source: Path, name: str, models_dir: Path, origin: str, *, int8: 
         if not prepare:
             return Weights(target, source / "tokenizer.json", _space(name, int8),
                            f"{origin}; the ONNX file {target} is built on the first start",
-                           ready=False)
+                           ready=False, int8=int8)
         log.info("embed_model_building", note="building the ONNX model (once)...",
                  source=str(source), target=str(target))
         started = time.monotonic()
@@ -159,7 +160,7 @@ def _converted(source: Path, name: str, models_dir: Path, origin: str, *, int8: 
                  seconds=round(time.monotonic() - started, 1),
                  mib=round(target.stat().st_size / 2**20, 1))
     return Weights(target, source / "tokenizer.json", _space(name, int8),
-                   f"{origin}; ONNX {target}")
+                   f"{origin}; ONNX {target}", int8=int8)
 
 
 def _convert(source: Path, target: Path, int8: bool) -> None:

@@ -14,10 +14,11 @@ def test_the_server_embeds_with_minilm_and_builds_its_model_once(
     tmp_path: Path, llm: StubLlm,
 ) -> None:
     """Start, chat, stop, start again: one "building the ONNX model (once)" log line in all,
-    the messages' vectors are "minilm" ones of the model's dimension in space local:tiny."""
+    the messages' vectors are "minilm" ones of the model's dimension in space local:tiny
+    (float32, as named here; the default int8 is tested in tests/memory)."""
     source = tiny_bert.write_model(tmp_path / "tiny")
     memory = {"embedder": "minilm", "embed_model_path": str(source), "embed_weights_url": "",
-              "index_delay_s": 0.0}
+              "embed_precision": "float32", "index_delay_s": 0.0}
     server = ServerProcess(tmp_path, llm, memory=memory).start()
     try:
         started = [e for e in server.log_events() if e.get("event") == "memory"]

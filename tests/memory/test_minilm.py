@@ -5,6 +5,7 @@ the real all-MiniLM-L6-v2 weights, the neighbourhoods (and numbers) of sentence-
 from __future__ import annotations
 
 import importlib.util
+import logging
 import threading
 from pathlib import Path
 
@@ -54,6 +55,21 @@ def test_int8_blocks_stay_near_the_forward_pass_in_a_space_of_their_own(tmp_path
     expected = np.array([tiny_bert.reference(t) for t in TEXTS])
     assert np.min(np.sum(vectors(embedder, TEXTS) * expected, axis=1)) >= 0.99
     assert not (tmp_path / "models" / "tiny.onnx").exists()
+
+
+def test_an_int8_model_slower_than_it_should_be_says_to_use_float32(
+    tmp_path: Path, log_records: list[logging.LogRecord],
+) -> None:
+    """When the warm-up run of an int8 model takes longer than int8 kernels would, a warning
+    names memory.embed_precision; a float32 model never warns."""
+    source = tiny_bert.write_model(tmp_path / "tiny")
+    for int8 in (False, True):
+        weights = minilm_weights.resolve(str(source), "", tmp_path / "models", int8=int8)
+        MiniLmEmbedder(weights, slow_int8_ms=-1.0)  # every run counts as slow
+    slow = [r.getMessage() for r in log_records if "embed_int8_slow" in r.getMessage()]
+    assert len(slow) == 1
+    assert "memory.embed_precision" in slow[0]
+    assert "tiny-int8.onnx" in slow[0]
 
 
 def test_a_text_longer_than_the_model_is_cut_to_its_positions(tmp_path: Path) -> None:

@@ -151,6 +151,7 @@ def test_minilm_is_the_default_embedder(defaults: Config) -> None:
     assert defaults.memory.embed_model_path == ""
     assert defaults.memory.embed_weights_url.startswith("https://huggingface.co/")
     assert defaults.memory.embed_threads == 1
+    assert defaults.memory.embed_precision == "int8"
 
 
 @pytest.mark.usefixtures("no_package")
@@ -173,9 +174,14 @@ def test_with_no_weights_anywhere_hashed_stands_in_with_a_warning(
 def test_minilm_from_embed_model_path_is_built_by_build_embedder(
     tmp_path: Path, defaults: Config,
 ) -> None:
-    """build_embedder gives the ONNX embedder for "minilm", its file in the models folder."""
+    """build_embedder gives the ONNX embedder for "minilm", its file in the models folder: int8
+    by default, float32 (sentence-transformers' space) when asked."""
     source = tiny_bert.write_model(tmp_path / "tiny")
     memory = msgspec.structs.replace(defaults.memory, embed_model_path=str(source))
+    embedder = build_embedder(memory, defaults.llm, models_dir=tmp_path / "models")
+    assert (embedder.kind, embedder.space) == ("minilm", "minilm-int8:tiny")
+    assert (tmp_path / "models" / "tiny-int8.onnx").is_file()
+    memory = msgspec.structs.replace(memory, embed_precision="float32")
     embedder = build_embedder(memory, defaults.llm, models_dir=tmp_path / "models")
     assert (embedder.kind, embedder.space) == ("minilm", "local:tiny")
     assert len(embedder.embed(["a cat"], timeout_s=5.0)[0]) == 4 * tiny_bert.HIDDEN
