@@ -163,7 +163,11 @@ class ActConfig(_Section, frozen=True):
 
 
 class MemoryConfig(_Section, frozen=True):
-    embedder: Literal["hashed", "openai", "local"]
+    embedder: Literal["minilm", "hashed", "openai", "local"]
+    embed_model_path: str
+    embed_weights_url: str
+    embed_threads: int
+    embed_precision: Literal["float32", "int8"]
     embed_base_url: str
     embed_model: str
     embed_api_key: str

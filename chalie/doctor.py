@@ -34,14 +34,16 @@ import apsw
 import httpx
 from mcp import ClientSession, types
 
-from chalie.config import JOBS, Config, McpConfig, McpServerConfig, StoreConfig
+from chalie.config import JOBS, Config, McpConfig, McpServerConfig, MemoryConfig, StoreConfig
 from chalie.doctor_models import Line, check_models
 from chalie.errors import ConfigError, EmbedError, PromptError, StoreError
 from chalie.interfaces.client import InterfaceClient, base_url
 from chalie.interfaces.errors import InterfaceError
 from chalie.mcp.connection import CLIENT_INFO, MAX_PAGES, describe
 from chalie.mcp.transport import WatchedStream, open_transport
-from chalie.memory.embedders import build_embedder, dimension
+from chalie.memory import minilm_weights
+from chalie.memory.embedders import Embedder, build_embedder, dimension
+from chalie.memory.minilm import MiniLmEmbedder
 from chalie.prompts import Prompts
 from chalie.store import db, interface_rows
 
@@ -200,11 +202,15 @@ def _embedder(report: Report, config: Config) -> None:
     what = f"embedder: {memory.embedder}"
     meanwhile = "recall falls back to full-text search meanwhile"
     try:
-        embedder = build_embedder(memory, config.llm)
+        models = Path(config.store.path) / "models"
+        embedder = (_minilm(report, memory, models) if memory.embedder == "minilm"
+                    else build_embedder(memory, config.llm, models_dir=models))
     except ConfigError as e:
         report.warn(what, f"{e.problem}; set {e.key} ({meanwhile})")
         return
-    what = f"{what} ({embedder.space})"
+    if embedder is None:
+        return
+    what = f"{what} ({embedder.space}; weights: {embedder.origin})"
     try:
         vectors = embedder.embed([_EMBED_TEXT], timeout_s=memory.embed_timeout_s)
     except EmbedError as e:
@@ -215,6 +221,28 @@ def _embedder(report: Report, config: Config) -> None:
     finally:
         embedder.close()
     report.ok(f"{what}, {dimension(vectors[0])} dimensions")
+
+
+def _minilm(report: Report, memory: MemoryConfig, models_dir: Path) -> Embedder | None:
+    """The "minilm" embedder when its ONNX file is built; else the line about where its weights
+    would come from (doctor builds and fetches nothing) and None."""
+    what = "embedder: minilm"
+    try:
+        weights = minilm_weights.resolve(memory.embed_model_path, memory.embed_weights_url,
+                                         models_dir, int8=memory.embed_precision == "int8",
+                                         prepare=False)
+    except EmbedError as e:
+        report.warn(what, f"no weights, so hashed (lexical) vectors stand in: {e}")
+        return None
+    if not weights.ready:
+        report.ok(f"{what} (weights: {weights.origin})")
+        return None
+    try:
+        return MiniLmEmbedder(weights, threads=memory.embed_threads)
+    except EmbedError as e:
+        report.warn(what, f"{e}; hashed (lexical) vectors stand in; delete {weights.onnx} to "
+                    "have it built again, or set memory.embed_model_path")
+        return None
 
 
 # --- MCP servers ----------------------------------------------------------------------------------

@@ -79,7 +79,9 @@ class Server:
         self.models = (single(provider, config.llm, self.metrics) if provider is not None
                        else build_models(config.llm, self.prompts, self.metrics))
         self._check_models = provider is None  # a given provider is the caller's to check
-        self.embedder = embedder or build_embedder(config.memory, config.llm)
+        # "minilm" may build its ONNX file (seconds, once) or fetch its weights here.
+        self.embedder = embedder or build_embedder(
+            config.memory, config.llm, models_dir=Path(config.store.path) / "models")
         self.directory = Directory()
         self.port = 0
         self.generated_password: str | None = None

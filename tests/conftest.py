@@ -75,10 +75,12 @@ def _toml(value: Any) -> str:
 
 @pytest.fixture
 def make_config(tmp_path: Path) -> Any:
-    """Build a Config whose store lives in tmp_path, with section overrides."""
+    """Build a Config whose store lives in tmp_path, with section overrides. Its embedder is
+    "hashed" (fast and deterministic) unless a test names another."""
 
     def build(**sections: dict[str, Any]) -> Config:
-        merged: dict[str, dict[str, Any]] = {"store": {"path": str(tmp_path / "data")}}
+        merged: dict[str, dict[str, Any]] = {"store": {"path": str(tmp_path / "data")},
+                                             "memory": {"embedder": "hashed"}}
         for name, values in sections.items():
             merged.setdefault(name, {}).update(values)
         return load_config(write_config(tmp_path, merged))

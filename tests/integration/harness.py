@@ -344,6 +344,8 @@ class ServerProcess:
             # for the morning because the tests happen to run at night (the tests about quiet
             # hours set their own).
             "dmn": {"enabled": False, "quiet_hours": "", "timezone": "UTC"},
+            # Hashed vectors: fast and deterministic; the tests of "minilm" name it.
+            "memory": {"embedder": "hashed"},
         }
         if stub is not None:
             merged["llm"] = {"base_url": stub.base_url, "retries": 0}

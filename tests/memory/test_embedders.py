@@ -11,6 +11,7 @@ import subprocess
 import sys
 from array import array
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -274,15 +275,21 @@ def test_openai_failures_raise_embed_error_naming_url_and_problem(
 
 # --- build_embedder -------------------------------------------------------------------------------
 
+NO_MODELS = Path("/nonexistent/models")  # embedders other than "minilm" never look there
+
+
 @pytest.fixture(scope="module")
 def defaults() -> Config:
     return load_config()
 
 
-def test_the_default_embedder_is_hashed(defaults: Config) -> None:
-    """A fresh configuration embeds with the dependency-free hashed embedder."""
-    embedder = build_embedder(defaults.memory, defaults.llm)
+def test_hashed_is_built_when_named(defaults: Config, tmp_path: Path) -> None:
+    """memory.embedder = "hashed" embeds with the dependency-free hashed embedder."""
+    memory = msgspec.structs.replace(defaults.memory, embedder="hashed")
+    embedder = build_embedder(memory, defaults.llm, models_dir=tmp_path)
     assert (embedder.kind, embedder.space) == ("hashed", "hashed-v1-384")
+    assert embedder.origin == "no model: hashed words and character trigrams"
+    assert not tmp_path.joinpath("all-MiniLM-L6-v2.onnx").exists()
 
 
 def test_openai_embedder_falls_back_to_the_llm_url_and_key(defaults: Config) -> None:
@@ -291,7 +298,8 @@ def test_openai_embedder_falls_back_to_the_llm_url_and_key(defaults: Config) -> 
                                      embed_api_key="", embed_model="nomic-embed-text")
     llm = msgspec.structs.replace(defaults.llm, base_url="http://llm.test/v1", api_key="sk-llm")
     server = Server(embeddings([1, 0]))
-    embedder = build_embedder(memory, llm, transport=httpx.MockTransport(server))
+    embedder = build_embedder(memory, llm, models_dir=NO_MODELS,
+                              transport=httpx.MockTransport(server))
     try:
         embedder.embed(["text"], timeout_s=5.0)
     finally:
@@ -308,7 +316,8 @@ def test_openai_embedder_prefers_its_own_url_and_key(defaults: Config) -> None:
                                      embed_api_key="sk-embed", embed_model="text-embedding-3-small")
     llm = msgspec.structs.replace(defaults.llm, base_url="http://llm.test/v1", api_key="sk-llm")
     server = Server(embeddings([1, 0]))
-    embedder = build_embedder(memory, llm, transport=httpx.MockTransport(server))
+    embedder = build_embedder(memory, llm, models_dir=NO_MODELS,
+                              transport=httpx.MockTransport(server))
     try:
         embedder.embed(["text"], timeout_s=5.0)
     finally:
@@ -326,7 +335,7 @@ def test_local_embedder_without_its_packages_is_a_config_error_with_the_install_
     monkeypatch.setitem(sys.modules, missing, None)  # `import missing` now fails
     memory = msgspec.structs.replace(defaults.memory, embedder="local")
     with pytest.raises(ConfigError) as caught:
-        build_embedder(memory, defaults.llm)
+        build_embedder(memory, defaults.llm, models_dir=NO_MODELS)
     assert caught.value.key == "memory.embedder"
     assert "pip install 'chalie[local]'" in str(caught.value)
 
