@@ -19,8 +19,8 @@ Beside the NEIGHBOURS_OF best messages come what surrounds each (the lines said 
 it, the episode that covers it), at NEIGHBOUR_WEIGHT of its score. The weights move a
 score by at most about 2.6 times, so relevance leads and they decide between near equals.
 Strength is a power law of time that rises each time an item is among the best of a turn's
-memory section (the turn records them: chalie.memory.context.REINFORCED). Time comes from the injected clock. When the query cannot be embedded, recall goes
-on with full text alone.
+memory section (the turn records them: chalie.memory.context.REINFORCED). Time comes from the
+injected clock. When the query cannot be embedded, recall goes on with full text alone.
 """
 
 from __future__ import annotations

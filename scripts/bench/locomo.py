@@ -33,8 +33,10 @@ export, evidence and baseline parts):
    every evidence line.
 Also reported: the judged requests' size (estimate_tokens), the context sections' token use
 (the server's context_ready log line), the turn overhead (response_time_s - llm_s per turn, as
-scripts/bench/turn_overhead.py computes it) and the time each phase took. All five
-conversations at both windows take about a minute on 2 cores (no LLM, no network).
+scripts/bench/turn_overhead.py computes it) and the time each phase took. The server runs with
+the shipped defaults (the default embedder included, not the test harness's hashed one) but
+for what --set changes. All five conversations at both windows take about seven minutes on 2
+cores with the default embedder, a minute with memory.embedder=hashed (no LLM, no network).
 
     .venv/bin/python scripts/bench/locomo.py [--conversations 26,30] [--windows 8192,32768]
         [--set memory.recall_k=24] [--limit 20] [--dump DIR] [--json FILE] [--data DIR]
@@ -66,6 +68,8 @@ from chalie.config_load import load_config
 from chalie.llm.types import estimate_tokens
 from chalie.memory.assembly import SECTIONS, budgets
 from tests.integration.harness import ServerProcess, StubLlm, wait_for
+
+DEFAULT_EMBEDDER = load_config(None, env={}).memory.embedder
 
 _common.quiet_logging()
 
@@ -222,6 +226,8 @@ def run(conversation: ld.Conversation, window: int, args: argparse.Namespace,
     sections = overrides(args.overrides)
     sections.setdefault("llm", {})["context_window"] = window
     sections.setdefault("log", {}).setdefault("level", "info")
+    # The shipped default embedder, not the test harness's (hashed, for speed).
+    sections.setdefault("memory", {}).setdefault("embedder", DEFAULT_EMBEDDER)
     workdir = Path(tempfile.mkdtemp(prefix=f"chalie-locomo-{conversation.name}-"))
     server = ServerProcess(workdir, stub, **sections)  # type: ignore[arg-type]
     questions = list(conversation.questions)[:args.limit or None]
