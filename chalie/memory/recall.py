@@ -25,8 +25,10 @@ injected clock. When the query cannot be embedded, recall goes on with full text
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Collection
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import apsw
 import msgspec
@@ -91,6 +93,8 @@ class Recall:
         self._config = config
         self._clock = clock
         self._metrics = metrics
+        self._pool: ThreadPoolExecutor | None = None  # embeds queries (not with `hashed`)
+        self._lock = threading.Lock()
 
     @property
     def space_id(self) -> int:
@@ -120,10 +124,11 @@ class Recall:
         if k <= 0 or not query.strip():
             return Recalled(())
         depth = max(CANDIDATES, k)
+        embedding = self._embed_meanwhile(query)
         text_ranked = [key for key in fts.search(conn, query, depth + 16) if eligible(key)]
         text_ranked = text_ranked[:depth]
         vector_ranked, similarity, degraded, vector = self._vector_ranking(
-            conn, query, text_ranked, eligible, depth)
+            conn, query, text_ranked, eligible, depth=depth, embedding=embedding)
         found = mq.items(conn, dict.fromkeys([*text_ranked, *vector_ranked]))
         fused: dict[int, float] = {}
         for ranking in (text_ranked, vector_ranked):
@@ -186,8 +191,22 @@ class Recall:
                                 recency, strength, beside=hit.item.mkey)
         return sorted(best.values(), key=lambda h: (-h.score, -h.item.mkey))
 
+    def _embed_meanwhile(self, query: str) -> Future[list[bytes]] | None:
+        """The query's embedding, started on a thread of its own so that it runs while the
+        full-text search does (ONNX Runtime, like an HTTP request, releases the GIL); None for
+        the hashed embedder, which takes less time than the hop to another thread."""
+        if self._embedder is None or self._embedder.kind == "hashed":
+            return None
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=4,
+                                                thread_name_prefix="chalie-query-embed")
+        return self._pool.submit(self._embedder.embed, [query],
+                                 timeout_s=self._config.query_embed_timeout_s)
+
     def _vector_ranking(self, conn: apsw.Connection, query: str, text_ranked: list[int],
-                        eligible: Callable[[int], bool], depth: int,
+                        eligible: Callable[[int], bool], *, depth: int,
+                        embedding: Future[list[bytes]] | None,
                         ) -> tuple[list[int], dict[int, float], str | None, bytes | None]:
         if self._embedder is None:
             return [], {}, "no embedder", None
@@ -195,8 +214,11 @@ class Recall:
         if dim is None:
             return [], {}, None, None  # nothing embedded yet in this space
         try:
-            (vector,) = self._embedder.embed([query],
-                                             timeout_s=self._config.query_embed_timeout_s)
+            if embedding is None:
+                (vector,) = self._embedder.embed([query],
+                                                 timeout_s=self._config.query_embed_timeout_s)
+            else:
+                (vector,) = embedding.result(timeout=self._config.query_embed_timeout_s)
         except Exception as e:  # EmbedError, or a broken embedder: recall must go on
             log.warning("query_not_embedded", error=str(e), embedder=self._embedder.kind)
             if self._metrics is not None:
