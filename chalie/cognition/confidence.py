@@ -3,9 +3,10 @@
 Feeling-of-knowing (FOK) is kept per topic on message-flow-v2's scale of 0 to 5: it rises by a
 step when recall found material and the answer used it, and falls by a step when recall found
 nothing or the answer ignored what it found. Context warmth says how much the conversation and
-the world already hold; density how full recall came back. Memory confidence combines them with
-the spec's weights, `0.4*fok + 0.4*warmth + 0.2*density`, where FOK is first normalised to 0..1
-(fok / 5) so that the result is 0..1; a new topic multiplies it by 0.7.
+the world already hold; density how much of the memory section's own budget recall filled.
+Memory confidence combines them with the spec's weights, `0.4*fok + 0.4*warmth + 0.2*density`,
+where FOK is first normalised to 0..1 (fok / 5) so that the result is 0..1; a new topic
+multiplies it by 0.7.
 """
 
 from __future__ import annotations
@@ -77,13 +78,6 @@ def warmth(history_messages: int, world_signals: int, *, history_full: int = 10)
     history = min(1.0, max(0, history_messages) / max(1, history_full))
     world = min(1.0, max(0, world_signals) / WORLD_FULL)
     return (history + world) / 2
-
-
-def density(recalled: int, k: int) -> float:
-    """How full recall came back, 0..1: items found over items asked for (0 when none asked)."""
-    if k <= 0:
-        return 0.0
-    return min(1.0, max(0, recalled) / k)
 
 
 def memory_confidence(fok: float, warmth: float, density: float, *, new_topic: bool) -> float:

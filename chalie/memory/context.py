@@ -9,6 +9,7 @@ fragments of prompts/fragments.toml. Everything older than a forgetting is redac
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
@@ -287,7 +288,13 @@ def _memory_line(prompts: Prompts, hit: Hit) -> str:
 
 
 def _day(at: float) -> str:
-    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d")
+    return _day_of(int(at // 86400))
+
+
+@functools.lru_cache(maxsize=4096)
+def _day_of(day: int) -> str:
+    """The date (UTC) of a day counted from the epoch: a turn shows a hundred items or more."""
+    return datetime.fromtimestamp(day * 86400, UTC).strftime("%Y-%m-%d")
 
 
 def _memory_text(prompts: Prompts, kept: list[tuple[Hit, str]]) -> str:

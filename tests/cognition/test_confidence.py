@@ -13,7 +13,6 @@ from chalie.cognition.confidence import (
     FOK_STEP,
     Mode,
     answer_used,
-    density,
     memory_confidence,
     turn_mode,
     update_fok,
@@ -80,7 +79,7 @@ def test_a_topic_returned_to_with_used_recall_gains_confidence_turn_by_turn() ->
     fok, seen = FOK_START, []
     for history in range(2, 12, 2):
         fok = update_fok(fok, recalled=2, used=True)
-        seen.append(memory_confidence(fok, warmth(history, 0), density(2, 5), new_topic=False))
+        seen.append(memory_confidence(fok, warmth(history, 0), 0.4, new_topic=False))
     assert seen == sorted(seen)
     assert seen[0] < seen[-1]
 
@@ -102,15 +101,6 @@ def test_context_warmth_is_the_mean_of_history_and_world_fullness(
 ) -> None:
     """Half from how full the history is, half from world signals (full at 3)."""
     assert warmth(history, world, history_full=full) == pytest.approx(expected)
-
-
-@pytest.mark.parametrize(
-    ("recalled", "k", "expected"),
-    [(0, 5, 0.0), (2, 5, 0.4), (5, 5, 1.0), (8, 5, 1.0), (3, 0, 0.0), (3, -1, 0.0)],
-)
-def test_recall_density_is_found_over_asked_for(recalled: int, k: int, expected: float) -> None:
-    """Recall that came back full is dense; asking for nothing is density 0."""
-    assert density(recalled, k) == pytest.approx(expected)
 
 
 @pytest.mark.parametrize(
