@@ -96,11 +96,12 @@ class ActLoop:
         The request is laid out so that what changes least comes first, and a model server can
         reuse the previous turn's prompt up to where this one differs: the tools; the system
         prompt (prompts/act_system.md, static) with who the person is; then the user message,
-        which begins with the history (its start stays put for many turns: the context builder
-        trims it a block at a time) and goes on with what is new every turn: the time
-        (`now_text`), the Current State (`state`: the checkpoint) and `situation` (where the
-        conversation stands), what recall found (`memory`), the world state, and last the
-        message and the trail. The message marks where the history ends (Message.cuts)."""
+        which begins with the Current State (`state`: the checkpoint, which changes only when the
+        history starts anew) and the history (its start stays put for many turns: the context
+        builder trims it a block at a time) and goes on with what is new every turn: the time
+        (`now_text`), `situation` (where the conversation stands), what recall found
+        (`memory`), the world state, and last the message and the trail. The message marks
+        where the history ends (Message.cuts)."""
         self._prompts = prompts
         self._template = template
         self._extra = dict(extra or {})
