@@ -1,6 +1,6 @@
 """Hybrid recall: one ranked list of transcript messages, episodes and knowledge for a query.
 
-Two rankings are fused by reciprocal rank fusion (RRF, k = 60):
+Two rankings are fused by reciprocal rank fusion (RRF, k = 20):
 - full text: BM25 over the FTS5 index of every item (chalie.memory.fts);
 - vectors: cosine similarity of float32 vectors of the current embedder, over a pre-filtered
   set of candidates, so the float re-rank reads a hundred vectors or so, never all of them: the
@@ -44,7 +44,7 @@ from chalie.values.memory import Item, Kind, split
 
 log = structlog.get_logger("chalie.memory")
 
-RRF_K = 60
+RRF_K = 20
 CANDIDATES = 24  # items each ranking contributes at least (more when more are asked for)
 NEWEST = 6  # the newest episodes and facts, always among the vector candidates
 RERANKED = 12  # the best full-text candidates, re-ranked by their vectors too (at least)
