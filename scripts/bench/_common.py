@@ -267,3 +267,21 @@ class StubInChild:
         if self._proc.is_alive():
             self._proc.kill()
             self._proc.join(5)
+
+
+def scrape(url: str) -> dict[str, float]:
+    """The server's /metrics (no login needed), as {sample name{labels}: value}."""
+    import httpx  # noqa: PLC0415  (imported here: this module runs first under any Python)
+    from prometheus_client.parser import text_string_to_metric_families  # noqa: PLC0415
+
+    try:
+        text = httpx.get(f"{url}/metrics", timeout=10).text
+    except httpx.HTTPError as e:
+        progress(f"/metrics unreadable: {e}")
+        return {}
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = ",".join(f'{k}="{v}"' for k, v in sorted(sample.labels.items()))
+            out[f"{sample.name}{{{labels}}}" if labels else sample.name] = sample.value
+    return out

@@ -58,11 +58,9 @@ from pathlib import Path
 from typing import Any
 
 import _common
-import httpx
 import locomo_data as ld
 import locomo_report as report
-from _common import progress, turn_events
-from prometheus_client.parser import text_string_to_metric_families
+from _common import progress, scrape, turn_events
 
 from chalie.config_load import load_config
 from chalie.llm.types import estimate_tokens
@@ -179,21 +177,8 @@ def where_found(folded: str, evidence_text: str) -> str:
     return "memory" if 0 <= memory < at else "other"
 
 
-def metrics(url: str) -> dict[str, float]:
-    try:
-        text = httpx.get(f"{url}/metrics", timeout=10).text
-    except httpx.HTTPError:
-        return {}
-    out: dict[str, float] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            labels = ",".join(f'{k}="{v}"' for k, v in sorted(sample.labels.items()))
-            out[f"{sample.name}{{{labels}}}" if labels else sample.name] = sample.value
-    return out
-
-
 def embedded(url: str, lines: int) -> bool:
-    m = metrics(url)
+    m = scrape(url)
     return m.get('chalie_embeddings_total{result="ok"}', 0) >= lines \
         and m.get("chalie_vectors_pending", 1) == 0
 

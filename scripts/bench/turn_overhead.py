@@ -37,10 +37,8 @@ from pathlib import Path
 from typing import Any
 
 import _common
-import httpx
 import recall as recall_bench
-from _common import emit, log_problems, progress, summary, turn_events
-from prometheus_client.parser import text_string_to_metric_families
+from _common import emit, log_problems, progress, scrape, summary, turn_events
 
 from chalie.memory.embedders import HashedEmbedder
 from chalie.store import db
@@ -133,21 +131,6 @@ def prefill(db_path: Path, args: argparse.Namespace) -> tuple[recall_bench.Memor
     info["seconds"] = round(time.perf_counter() - t0, 2)
     info["db_mib"] = round(db_path.stat().st_size / 2**20, 1)
     return fill, info
-
-
-def scrape(url: str) -> dict[str, float]:
-    """The server's /metrics (no login needed), as {sample name{labels}: value}."""
-    try:
-        text = httpx.get(f"{url}/metrics", timeout=10).text
-    except httpx.HTTPError as e:
-        progress(f"/metrics unreadable: {e}")
-        return {}
-    out: dict[str, float] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            labels = ",".join(f'{k}="{v}"' for k, v in sorted(sample.labels.items()))
-            out[f"{sample.name}{{{labels}}}" if labels else sample.name] = sample.value
-    return out
 
 
 def take_turns(server: ServerProcess, client: Client, texts: list[str],
@@ -373,7 +356,7 @@ def main() -> int:
     emit(
         "turn_overhead",
         {"turns": args.turns, "warmup": args.warmup, "llm": "stub on loopback, instant",
-         "config": "defaults (history_turns 20, act.workers 16, store.synchronous FULL)"
+         "config": "defaults (history_turns 40, act.workers 16, store.synchronous FULL)"
                    + (f", memory.encode_every_rows {args.encode_every}"
                       if args.encode_every > 0 else ""),
          "prefill_episodes": args.prefill_episodes, "prefill_messages": args.prefill_messages,

@@ -5,7 +5,6 @@ holds; the history's start stays put while it fits."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -30,18 +29,6 @@ DAY_S = 86400.0
 def config(make_config: Any) -> Config:
     built: Config = make_config()
     return built
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
-def writer(config: Config) -> Iterator[apsw.Connection]:
-    conn = db.open_writer(config.store.path, busy_timeout_ms=2000, synchronous="FULL")
-    yield conn
-    conn.close()
 
 
 def say(conn: apsw.Connection, text: str, *, at: float, channel: str = "main",

@@ -7,7 +7,7 @@ import logging
 import math
 import sys
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import apsw
@@ -33,18 +33,6 @@ DECAY = 0.5
 def config(make_config: Any) -> Config:
     built: Config = make_config(memory={"recency_days": RECENCY_DAYS, "retrieval_decay": DECAY})
     return built
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
-def writer(config: Config) -> Iterator[apsw.Connection]:
-    conn = db.open_writer(config.store.path, busy_timeout_ms=2000, synchronous="FULL")
-    yield conn
-    conn.close()
 
 
 @pytest.fixture
