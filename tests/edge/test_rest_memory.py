@@ -32,7 +32,7 @@ from chalie.edge.auth import COOKIE, Authenticator, LoginThrottle
 from chalie.edge.context import EdgeContext
 from chalie.edge.hub import SocketHub
 from chalie.llm.types import ChatRequest, JsonSchemaFormat, Message, ToolSpec
-from chalie.memory.recall import Recall
+from chalie.memory.recall import RRF_K, Recall
 from chalie.metrics import Metrics
 from chalie.store import db, memory_writes
 from chalie.store.effects import RememberFact
@@ -363,7 +363,7 @@ def test_search_returns_each_hit_with_the_scores_that_ranked_it(edge: Edge) -> N
         "pet: Biscuit the greyhound", "pet", None)
     assert sorted([said["fts_rank"], known["fts_rank"]]) == [1, 2]
     for hit in (said, known):
-        assert hit["rrf"] == pytest.approx(1 / (60 + hit["fts_rank"]))
+        assert hit["rrf"] == pytest.approx(1 / (RRF_K + hit["fts_rank"]))
         assert 0 < hit["score"] <= hit["rrf"]
         assert 0 < hit["recency"] <= 1
         assert hit["strength"] > 0
