@@ -174,12 +174,11 @@ class Recall:
         best = {h.item.mkey: h for h in hits}
         messages = [h for h in hits if h.item.kind == "message"][:NEIGHBOURS_OF]
         around = mq.neighbours(conn, [h.item.id for h in messages])
-        wanted: dict[int, Hit] = {}
+        wanted: dict[int, Hit] = {}  # neighbour -> the hit it is beside (the best: hits come first)
         for hit in messages:
             for key in around.get(hit.item.id, ()):
-                score = hit.score * NEIGHBOUR_WEIGHT
-                if eligible(key) and (key not in best or best[key].score < score) \
-                        and (key not in wanted or wanted[key].score < score):
+                if key not in wanted and eligible(key) \
+                        and (key not in best or best[key].score < hit.score * NEIGHBOUR_WEIGHT):
                     wanted[key] = hit
         if wanted:
             found = mq.items(conn, list(wanted))
@@ -195,7 +194,7 @@ class Recall:
         """The query's embedding, started on a thread of its own so that it runs while the
         full-text search does (ONNX Runtime, like an HTTP request, releases the GIL); None for
         the hashed embedder, which takes less time than the hop to another thread."""
-        if self._embedder is None or self._embedder.kind == "hashed":
+        if self._embedder is None or not self.semantic:
             return None
         with self._lock:
             if self._pool is None:
