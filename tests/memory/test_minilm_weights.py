@@ -185,3 +185,19 @@ def test_minilm_from_embed_model_path_is_built_by_build_embedder(
     embedder = build_embedder(memory, defaults.llm, models_dir=tmp_path / "models")
     assert (embedder.kind, embedder.space) == ("minilm", "local:tiny")
     assert len(embedder.embed(["a cat"], timeout_s=5.0)[0]) == 4 * tiny_bert.HIDDEN
+
+
+def test_a_file_built_by_an_older_layout_is_built_again(tmp_path: Path) -> None:
+    """The stamp beside the built file names the converter's layout: after an upgrade that
+    changes how the graph is built, the next start rebuilds it; an unchanged one is kept."""
+    source = tiny_bert.write_model(tmp_path / "tiny")
+    built = minilm_weights.resolve(str(source), "", tmp_path / "models", int8=True)
+    stamp = built.onnx.with_suffix(".source")
+    assert stamp.read_text().endswith(f"|layout {minilm_weights.LAYOUT}")
+    first = built.onnx.stat().st_mtime_ns
+    minilm_weights.resolve(str(source), "", tmp_path / "models", int8=True)
+    assert built.onnx.stat().st_mtime_ns == first  # the same layout: kept
+    stamp.write_text(stamp.read_text().rsplit("|layout", 1)[0])  # as layout 1 wrote it
+    minilm_weights.resolve(str(source), "", tmp_path / "models", int8=True)
+    assert stamp.read_text().endswith(f"|layout {minilm_weights.LAYOUT}")
+    assert built.onnx.stat().st_mtime_ns != first
