@@ -12,6 +12,7 @@ its record, its closing frames, and an interface's notification.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -146,6 +147,7 @@ def context_job(d: SessionDeps, turn: Turn, *, channel: str, cognition: ChannelC
     choose_topic = cognition.topic_job(text)
 
     def job() -> ContextReady:
+        started = time.perf_counter()
         conn = d.read()
         images, missing = image_rows.load(conn, image_ids) if image_ids else ((), [])
         built = context.build(
@@ -155,10 +157,12 @@ def context_job(d: SessionDeps, turn: Turn, *, channel: str, cognition: ChannelC
             conversation=mind.state_text(d.prompts, cognition_rows.summary(conn, channel)),
             gists=concept_rows.gists(conn, channel, d.clock.time()), history_from=history_from,
         )
+        built_ms = (time.perf_counter() - started) * 1000
         topic = choose_topic(conn, built)
         log.info("context_ready", recalled=len(built.recalled), tokens=built.tokens,
                  degraded=built.degraded, images=len(images),
-                 topic=topic.name if topic else None)
+                 topic=topic.name if topic else None, build_ms=round(built_ms, 2),
+                 ms=round((time.perf_counter() - started) * 1000, 2))
         return ContextReady(turn_id, built, images, tuple(missing), topic)
 
     return job

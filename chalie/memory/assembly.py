@@ -111,11 +111,11 @@ def history_blocks(lines: Sequence[Piece[T]], budget: int, *, cap: int, block: i
     usable = start_id > 0 and bool(lines) and id_of(lines[0].value) <= start_id
     if usable and len(kept) <= cap and used(kept) <= budget:
         return kept
-    roomy = _newest(lines, max(0, cap - block), budget * 3 // 4)
-    return roomy if len(roomy) >= 2 else _newest(lines, cap, budget)
+    roomy = newest(lines, max(0, cap - block), budget * 3 // 4)
+    return roomy if len(roomy) >= 2 else newest(lines, cap, budget)
 
 
-def _newest(lines: Sequence[Piece[T]], count: int, budget: int) -> list[Piece[T]]:
+def newest(lines: Sequence[Piece[T]], count: int, budget: int) -> list[Piece[T]]:
     """The newest lines, at most `count` of them, whose tokens fit `budget` together."""
     kept: list[Piece[T]] = []
     total = 0

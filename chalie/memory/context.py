@@ -103,6 +103,7 @@ def build(
         return max(1, round(estimate_tokens(s) * token_ratio))
 
     f = prompts.fragment
+    embedding = recall.embed_meanwhile(text)  # runs while the rest is read from the store
     checkpoint = queries.latest_checkpoint(conn, channel)
     upto = queries.last_transcript_id(conn, channel)
     cap = 2 * settings.history_turns
@@ -137,13 +138,17 @@ def build(
                                       block=block, start_id=history_from,
                                       id_of=lambda line: line.id)
     # What the history leaves of its budget goes to memory: the history's start does not
-    # depend on what recall finds, and a short conversation leaves room to recall more.
-    memory_budget = budgets.memory + max(0, fitted.history_budget - assembly.used(history))
+    # depend on what recall finds, and a short conversation leaves room to recall more. Only
+    # what a history trimmed line by line would leave: the room that block trimming keeps free
+    # for the coming turns is not lent, or memory (which changes every turn) would grow by it
+    # and the share of the prompt a cache can reuse shrink.
+    memory_budget = budgets.memory + max(0, fitted.history_budget - assembly.used(
+        assembly.newest(history_pieces, cap, fitted.history_budget)))
     try:
         found = recall.recall(
             conn, text, min(settings.recall_k, memory_budget // MEMORY_ITEM_TOKENS),
             before_transcript_id=history[0].value.id if history else None,
-            exclude={i.mkey for i in people},
+            exclude={i.mkey for i in people}, embedding=embedding,
         )
     except Exception as e:  # a bug in recall must cost the turn its memory, not its answer
         log.exception("recall_failed")

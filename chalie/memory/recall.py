@@ -108,10 +108,12 @@ class Recall:
 
     def recall(self, conn: apsw.Connection, query: str, k: int, *,
                before_transcript_id: int | None = None,
-               exclude: Collection[int] = ()) -> Recalled:
+               exclude: Collection[int] = (),
+               embedding: Future[list[bytes]] | None = None) -> Recalled:
         """The `k` best items for `query`. Transcript messages with an id of at least
         `before_transcript_id` (the ones already in the prompt's history) and the keys in
-        `exclude` are left out."""
+        `exclude` are left out. `embedding`: the query's embedding, started earlier with
+        `embed_meanwhile` (otherwise it starts now)."""
         started = time.perf_counter()
 
         def eligible(key: int) -> bool:
@@ -124,7 +126,8 @@ class Recall:
         if k <= 0 or not query.strip():
             return Recalled(())
         depth = max(CANDIDATES, k)
-        embedding = self._embed_meanwhile(query)
+        if embedding is None:
+            embedding = self.embed_meanwhile(query)
         text_ranked = [key for key in fts.search(conn, query, depth + 16) if eligible(key)]
         text_ranked = text_ranked[:depth]
         vector_ranked, similarity, degraded, vector = self._vector_ranking(
@@ -190,11 +193,12 @@ class Recall:
                                 recency, strength, beside=hit.item.mkey)
         return sorted(best.values(), key=lambda h: (-h.score, -h.item.mkey))
 
-    def _embed_meanwhile(self, query: str) -> Future[list[bytes]] | None:
+    def embed_meanwhile(self, query: str) -> Future[list[bytes]] | None:
         """The query's embedding, started on a thread of its own so that it runs while the
-        full-text search does (ONNX Runtime, like an HTTP request, releases the GIL); None for
-        the hashed embedder, which takes less time than the hop to another thread."""
-        if self._embedder is None or not self.semantic:
+        rest of the turn's context is gathered and the full-text search runs (ONNX Runtime,
+        like an HTTP request, releases the GIL); None for the hashed embedder, which takes less
+        time than the hop to another thread, and for an empty query."""
+        if self._embedder is None or not self.semantic or not query.strip():
             return None
         with self._lock:
             if self._pool is None:

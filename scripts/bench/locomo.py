@@ -141,6 +141,7 @@ class RunResult:
     phases: dict[str, float]
     sections: list[dict[str, int]]  # context_ready tokens of the judged turns
     overhead: list[float]  # response_time_s - llm_s of the judged turns
+    context_s: list[float]  # context_ready's ms (the context job on the pool), in seconds
     error_frames: int
     log_problems: dict[str, Any]
     encoder_requests: int
@@ -270,9 +271,10 @@ def judge(conversation: ld.Conversation, *, window: int, budget: int,
     bm25 = ld.Bm25(conversation.lines)
     newest = {line.dia_id for line in ld.newest(conversation.lines, budget)}
     turns = turn_events(events)
-    ready = {e["turn_id"]: e["tokens"] for e in events
-             if e.get("event") == "context_ready" and "turn_id" in e and "tokens" in e}
-    out = RunResult(conversation.name, window, budget, [], {}, [], [], 0, {}, 0)
+    ready_events = {e["turn_id"]: e for e in events
+                    if e.get("event") == "context_ready" and "turn_id" in e and "tokens" in e}
+    ready = {turn: e["tokens"] for turn, e in ready_events.items()}
+    out = RunResult(conversation.name, window, budget, [], {}, [], [], [], 0, {}, 0)
     for q, body, turn_id in asked:
         texts = [by_id[e].text for e in q.evidence]
         request = ld.request_text(body) if body is not None else ""
@@ -290,6 +292,8 @@ def judge(conversation: ld.Conversation, *, window: int, budget: int,
         out.questions.append(judged)
         if turn_id in ready:
             out.sections.append(ready[turn_id])
+            if "ms" in ready_events[turn_id]:
+                out.context_s.append(ready_events[turn_id]["ms"] / 1000)
         if turn_id in turns:
             out.overhead.append(turns[turn_id]["response_time_s"] - turns[turn_id]["llm_s"])
         if args.dump is not None:

@@ -61,6 +61,7 @@ def _window_figures(results: list[RunResult]) -> dict[str, Any]:
         "section_tokens": {name: summary((s[name] for s in sections if name in s), digits=1)
                            for name in sorted({k for s in sections for k in s})},
         "turn_overhead_s": summary(o for r in results for o in r.overhead),
+        "context_s": summary(c for r in results for c in r.context_s),
         "evidence_where": dict(where),
         "phases_s": _sum_phases(results),
         "error_frames": sum(r.error_frames for r in results),
@@ -123,7 +124,8 @@ def table(f: dict[str, Any]) -> str:
         out.append("  context sections used (p50): " + ", ".join(
             f"{k} {v.get('p50')}" for k, v in t.items()))
         out.append(f"  turn overhead (response_time_s - llm_s): p50 {_ms(o, 'p50')}, "
-                   f"p90 {_ms(o, 'p90')} ({o['n']} turns)")
+                   f"p90 {_ms(o, 'p90')} ({o['n']} turns); of it gathering the context "
+                   f"(context_ready's ms): p50 {_ms(fig['context_s'], 'p50')}")
         out.append(f"  evidence lines in the judged request: {fig['evidence_where']}")
         out.append("  per conversation (" + " / ".join(TITLES[s] for s in SYSTEMS) + "): "
                    + "; ".join(

@@ -13,6 +13,7 @@ import pytest
 
 from chalie.clock import ManualClock
 from chalie.config import Config
+from chalie.llm.types import estimate_tokens
 from chalie.memory import assembly, context
 from chalie.memory.context import ContextSettings, TurnContext
 from chalie.memory.embedders import HashedEmbedder
@@ -64,9 +65,13 @@ def test_recall_fills_the_memory_budget_with_more_than_a_fixed_count(
         say(writer, f"the weather report {n} says rain", at=clock.time() - 600 + n)
     ctx = build(writer, config, clock, "what happened with the boat?", window=4096)
     share = assembly.budgets(4096, 0.35, SHARES).memory
-    # The memory section has its share and what the history left of its own budget.
-    left = ctx.tokens["history_budget"] - ctx.tokens["history"]
-    assert left > 0
+    # The memory section has its share and what the history left of its own budget: what the
+    # 40 newest lines (2 x history_turns) leave, not the room block trimming keeps free (the
+    # history starts afresh here with 30 of them, so that the next turns keep its start).
+    newest = [f"the weather report {n} says rain" for n in range(40)]
+    line_by_line = sum(max(1, round(estimate_tokens(t))) + 2 for t in newest)
+    left = ctx.tokens["history_budget"] - line_by_line
+    assert left > 0 and ctx.tokens["history"] < line_by_line
     assert ctx.tokens["memory_budget"] == share + left
     assert 12 < len(ctx.recalled_texts) <= 60
     assert len(ctx.recalled) == 12  # the best dozen are reinforced, not all that came along
