@@ -71,7 +71,8 @@ def test_recall_fills_the_memory_budget_with_more_than_a_fixed_count(
     newest = [f"the weather report {n} says rain" for n in range(40)]
     line_by_line = sum(max(1, round(estimate_tokens(t))) + 2 for t in newest)
     left = ctx.tokens["history_budget"] - line_by_line
-    assert left > 0 and ctx.tokens["history"] < line_by_line
+    assert left > 0
+    assert ctx.tokens["history"] < line_by_line
     assert ctx.tokens["memory_budget"] == share + left
     assert 12 < len(ctx.recalled_texts) <= 60
     assert len(ctx.recalled) == 12  # the best dozen are reinforced, not all that came along
