@@ -49,6 +49,9 @@ class StoreConfig(_Section, frozen=True):
     busy_timeout_ms: int
     events_kept: int
     reply_timeout_s: float
+    hold_messages: int
+    fault_probe_s: float
+    min_free_mb: float
     transcript_days: float
     tool_calls_days: float
     events_days: float

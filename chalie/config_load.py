@@ -46,7 +46,8 @@ _POSITIVE = {
     "act.timeout_s", "act.workers", "act.max_tool_result_chars", "supervisor.max_restarts",
     "supervisor.within_s", "server.ping_interval_s", "server.ping_misses",
     "act.compaction_threshold", "act.approval_timeout_s", "auth.max_failures", "auth.lockout_s",
-    "store.reply_timeout_s", "store.transcript_days", "store.tool_calls_days",
+    "store.reply_timeout_s", "store.fault_probe_s", "store.transcript_days",
+    "store.tool_calls_days",
     "store.events_days", "store.prune_interval_s", "store.prune_batch", "store.vacuum_pages",
     "server.session_idle_s", "server.max_body_bytes", "auth.rotate_days",
     "interfaces.pair_max_failures", "interfaces.pair_lockout_s", "memory.embed_timeout_s",
@@ -74,7 +75,7 @@ _NON_NEGATIVE = {
     "goals.step_retries", "governor.dmn_tokens_per_day", "governor.scheduled_tokens_per_day",
     "governor.goal_tokens_per_day", "governor.encoder_tokens_per_day",
     "cognition.topic_threshold", "cognition.topic_cosine",
-    "store.backups_kept", "server.rest_rate_per_min",
+    "store.backups_kept", "store.hold_messages", "store.min_free_mb", "server.rest_rate_per_min",
 }
 
 

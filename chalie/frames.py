@@ -159,7 +159,9 @@ class MessageDelta(msgspec.Struct, frozen=True, kw_only=True, tag="message_delta
 _encode = msgspec.json.Encoder().encode
 
 
-def encode_live(frame: MessageDelta) -> str:
+def encode_live(frame: MessageDelta | Error | Done) -> str:
+    """A frame pushed without a seq, never logged: `message_delta`; an `error` (and `done`) the
+    store could not log because it cannot take writes."""
     return _encode(frame).decode()
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
@@ -180,6 +181,11 @@ class Metrics:
             "chalie_budget_tokens_used",
             "Tokens a background path used in the last 24 hours.", ["path"], registry=r,
         )
+        self.store_write_failures = Counter(
+            "chalie_store_write_failures",
+            "Writes the store refused, by cause (full, read_only, damaged, io_error).", ["cause"],
+            registry=r,
+        )
         self.budget_paused = Gauge(
             "chalie_budget_paused",
             "1 while a background path is paused because it used its daily budget.", ["path"],
@@ -242,6 +248,11 @@ class Metrics:
             "(login, pairing).", ["what"], registry=r,
         )
 
+    def watch_store(self, describe: Callable[[], dict[str, Any]]) -> None:
+        """The store's state, free space and held messages, read when scraped (describe is
+        StoreHealth.describe)."""
+        self.registry.register(_StoreCollector(describe))
+
     def watch_goals(self, counts: Callable[[], dict[str, int]]) -> None:
         """chalie_goals{state}: goals by state, read from the store when scraped."""
         self.registry.register(_GoalsCollector(counts))
@@ -257,3 +268,27 @@ class _GoalsCollector(Collector):
             family.add_metric([state], n)
         yield family
 
+
+
+STORE_STATES = ("ok", "full", "read_only", "damaged", "io_error")  # chalie/store/health.py
+
+
+class _StoreCollector(Collector):
+    def __init__(self, describe: Callable[[], dict[str, Any]]) -> None:
+        self._describe = describe
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        store = self._describe()
+        state = GaugeMetricFamily("chalie_store_state",
+                                  "1 for the store's state: ok, or why it cannot take writes "
+                                  "(full, read_only, damaged, io_error).", labels=["state"])
+        for name in STORE_STATES:
+            state.add_metric([name], 1.0 if store["state"] == name else 0.0)
+        yield state
+        if store["free_bytes"] is not None:
+            yield GaugeMetricFamily("chalie_store_free_bytes",
+                                    "Free space on the file system holding the data directory.",
+                                    value=store["free_bytes"])
+        yield GaugeMetricFamily("chalie_messages_held",
+                                "Messages kept in memory until the store takes writes again.",
+                                value=store["held_messages"])

@@ -52,6 +52,7 @@ from chalie.prompts import Prompts
 from chalie.reload import changes, merged
 from chalie.store import db, goal_rows, interface_rows, memory_writes
 from chalie.store.event_log import close_interrupted_turns
+from chalie.store.health import StoreHealth
 from chalie.store.lock import DataLock
 from chalie.tools.catalog import ToolCatalog
 
@@ -102,6 +103,8 @@ class Server:
         self._edge: EdgeContext | None = None  # its config is swapped by reload()
         self._catalog: ToolCatalog | None = None
         self._lock = DataLock(Path(config.store.path))
+        self.store_health = StoreHealth(config.store.path, min_free_mb=config.store.min_free_mb,
+                                        hold_limit=config.store.hold_messages)
 
     @property
     def db_path(self) -> Path:
@@ -119,8 +122,9 @@ class Server:
             close_interrupted_turns(conn, self.clock.time())
             with db.immediate(conn):
                 space_id = memory_writes.ensure_space(conn, self.embedder.space, self.clock.time())
-            self.governor, self.attention = server_paths.policy(self.config, conn, self.clock,
-                                                                self.metrics)
+            self.governor, self.attention = server_paths.policy(
+                self.config, conn, self.clock, self.metrics,
+                store_writable=lambda: self.store_health.writable)
         finally:
             conn.close()
         return space_id
@@ -159,6 +163,7 @@ class Server:
         self._health_pool, self._http_out = programs.health_pool, programs.http
         self._subscriptions, self._catalog = programs.subscriptions, programs.catalog
         self.metrics.watch_goals(lambda: goal_rows.counts(readers.get()))
+        self.metrics.watch_store(self.store_health.describe)
         recall = Recall(embedder=self.embedder, space_id=space_id, config=memory,
                         clock=self.clock, metrics=self.metrics)
         primary = self.config.llm.job("primary")
@@ -190,6 +195,7 @@ class Server:
             cognition=self.config.cognition,
             timezone=self.config.dmn.timezone,
             idle_s=self.config.server.session_idle_s,
+            store_health=self.store_health,
         )
         encoder_deps = EncoderDeps(
             provider=self.models.light, prompts=self.prompts, embedder=self.embedder,
@@ -216,7 +222,7 @@ class Server:
             return StoreWriter.start(
                 link, config=store, outbox=hub, clock=self.clock, directory=self.directory,
                 metrics=self.metrics, snapshots_kept=memory.snapshots_kept,
-                notify_channel=self.config.dmn.channel,
+                notify_channel=self.config.dmn.channel, health=self.store_health,
             )
 
         def start_session(link: Link, channel: str) -> pykka.ActorRef[Any]:
@@ -279,6 +285,7 @@ class Server:
             governor=self.governor,
             default_zone=server_paths.default_zone(self.config),
             models=self.models,
+            store=self.store_health,
         )
         app = make_app(self._edge)
         sockets = tornado.netutil.bind_sockets(

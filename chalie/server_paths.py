@@ -35,12 +35,13 @@ log = structlog.get_logger("chalie.server")
 CRASHED = "I could not complete a goal: {error}"
 
 
-def policy(config: Config, conn: apsw.Connection, clock: Clock,
-           metrics: Metrics) -> tuple[Governor, Attention]:
+def policy(config: Config, conn: apsw.Connection, clock: Clock, metrics: Metrics,
+           store_writable: Callable[[], bool] | None = None) -> tuple[Governor, Attention]:
     """The spending governor and Attention, loaded with the last 24 hours from the store."""
     now = clock.time()
     governor = Governor(config.governor.budgets(), clock, metrics,
-                        spent=proactive_rows.spent_since(conn, now - WINDOW_S))
+                        spent=proactive_rows.spent_since(conn, now - WINDOW_S),
+                        store_writable=store_writable)
     dmn = config.dmn
     zone, how = resolve_zone(dmn.timezone)
     if zone is None:

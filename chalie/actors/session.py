@@ -18,19 +18,18 @@ from collections import deque
 from contextlib import nullcontext
 from typing import Any
 
-import pykka
 import structlog
 
 from chalie.act import approval
 from chalie.act.critic import Critic
 from chalie.act.fastpath import is_cancel, is_empty
 from chalie.actors import session_turn
-from chalie.actors.background_messages import PersonActive
 from chalie.actors.driver import TurnDriver
 from chalie.actors.driver_deps import DriverDeps, Ending, Policy
 from chalie.actors.session_backstop import Backstop
 from chalie.actors.session_cognition import ChannelCognition, TurnCognition
 from chalie.actors.session_deps import SessionDeps
+from chalie.actors.session_held import HeldMessages
 from chalie.actors.session_idle import IdleWatch
 from chalie.actors.session_messages import (
     ActionRequest,
@@ -41,6 +40,7 @@ from chalie.actors.session_messages import (
     SessionIdle,
     Steer,
     StopIfIdle,
+    StoreWritable,
     UserMessage,
 )
 from chalie.actors.store_writer_messages import (
@@ -83,8 +83,9 @@ class Session(SupervisedActor):
         self.channel = channel
         self._deps = deps
         self._inbox: deque[UserMessage | ActionRequest] = deque()
-        # (turn id, client id, whether the person sent it) of the turn being stored
-        self._storing: tuple[str, str | None, bool] | None = None
+        # (turn id, client id, whether the person sent it, what it answers) of the turn being
+        # stored
+        self._storing: tuple[str, str | None, bool, UserMessage | ActionRequest] | None = None
         self._storing_timer: Timer | None = None
         self._token_ratio = 1.0  # real tokens per estimated token, learned from each turn
         self._history_from = 0  # where the last turn's history started (it moves in blocks)
@@ -104,6 +105,8 @@ class Session(SupervisedActor):
         # whether it called tools (a person's chat only).
         self._fan_out: tuple[TurnCognition, str, bool] | None = None
         self._idle = IdleWatch(deps.clock, deps.idle_s, check=lambda: self.tell_self(IdleCheck()))
+        self._held = HeldMessages(deps.store_health, session_turn.live_sender(deps.directory,
+                                                                              channel))
 
     def started(self) -> None:
         # Not `read()`: that would keep a connection on this Session's thread for its life.
@@ -117,6 +120,7 @@ class Session(SupervisedActor):
     def on_failure(self, exception_type: Any, exception_value: Any, traceback: Any) -> None:
         if self._driver.turn is not None or self._storing is not None:
             self._deps.metrics.turns_in_flight.dec()  # the turn dies with this instance
+        self._held.drop()
         super().on_failure(exception_type, exception_value, traceback)
 
     def on_receive(self, message: Any) -> Any:
@@ -127,27 +131,20 @@ class Session(SupervisedActor):
             match message:
                 case IdleCheck():
                     if self._idle.fired(self._is_idle()):
-                        self._to_supervisor(SessionIdle(self.channel, self.actor_urn))
+                        self.tell_supervisor(SessionIdle(self.channel, self.actor_urn))
                 case StopIfIdle():
-                    self._to_supervisor(IdleAnswer(self.channel, self.actor_urn,
+                    self.tell_supervisor(IdleAnswer(self.channel, self.actor_urn,
                                                    self._idle.may_stop(self._is_idle())))
                 case _:
                     self._dispatch(message)
                     self._idle.active(self._is_idle())
         return None
 
-    def _to_supervisor(self, message: SessionIdle | IdleAnswer) -> None:
-        if self._link is not None:
-            try:
-                self._link.supervisor.tell(message)
-            except pykka.ActorDeadError:
-                pass  # shutting down
-
     def _is_idle(self) -> bool:
         """Nothing running, being stored, queued or checked: no reply can be on its way here
         (pool jobs, timers and TurnStored all belong to a turn or to the backstop)."""
         return (self._driver.turn is None and self._storing is None and not self._inbox
-                and not self._backstop.running)
+                and not self._backstop.running and not self._held)
 
     def _dispatch(self, message: Any) -> None:
         match message:
@@ -161,6 +158,9 @@ class Session(SupervisedActor):
                 self._enqueue(message)
             case FrameRejected(reason=reason):
                 self._emit(Error(message=reason, recoverable=True))
+            case StoreWritable():  # what was kept meanwhile goes first, in order
+                self._inbox.extendleft(reversed(self._held.release()))
+                self._start_next()
             case (CompactionReturned(stage="backstop") | LlmFailed(turn_id="backstop")
                   | BackstopChecked()):
                 self._backstop.done()
@@ -213,10 +213,9 @@ class Session(SupervisedActor):
 
     def _is_known(self, client_id: str) -> bool:
         """A client retrying a message it already sent: start nothing, show the first turn."""
-        turn = self._driver.turn
-        if (turn and turn.client_id == client_id) or any(
-            m.client_id == client_id for m in self._inbox
-        ) or (self._storing and self._storing[1] == client_id):
+        turn, kept = self._driver.turn, (m.client_id for m in (*self._inbox, *self._held))
+        if (turn and turn.client_id == client_id) or client_id in kept \
+                or (self._storing and self._storing[1] == client_id):
             log.info("duplicate_client_id_in_flight", client_id=client_id)
             return True
         stored = queries.turn_for_client_id(self._deps.read(), self.channel, client_id)
@@ -229,7 +228,11 @@ class Session(SupervisedActor):
     # -- turn start --
 
     def _start_next(self) -> None:
-        if self._driver.turn is not None or self._storing is not None or not self._inbox:
+        if self._driver.turn is not None or self._storing is not None:
+            return
+        while self._inbox and self._held.holds():  # the store cannot take writes: kept
+            self._held.keep(self._inbox.popleft())
+        if not self._inbox:
             return
         request = self._inbox.popleft()
         d = self._deps
@@ -241,7 +244,7 @@ class Session(SupervisedActor):
         log.info("turn_started", chars=len(text), kind="action" if action else "chat")
         person = session_turn.from_person(request)
         if person:
-            self._person_active()  # the person (not a program) is talking: the DMN waits
+            session_turn.person_active(self._deps)  # the person (not a program): the DMN waits
         statement = None if action else read_name(text)
         # Only the person's own "thanks" is acknowledged without the model: a program's
         # message (POST /api/messages) is always reasoned about.
@@ -326,7 +329,8 @@ class Session(SupervisedActor):
                  llm_calls=record.llm_calls, response_time_s=round(elapsed, 6),
                  llm_s=round(turn.loop.llm_seconds, 6), error=ending.error)
         self._token_ratio = turn.budget.ratio
-        self._storing = (turn.id, turn.client_id, session_turn.from_person(turn.request))
+        self._storing = (turn.id, turn.client_id, session_turn.from_person(turn.request),
+                         turn.request)
         self._to_writer(commit)
         # If the writer never answers (it crashed holding this turn), do not wait forever.
         wait = d.store.reply_timeout_s
@@ -340,7 +344,9 @@ class Session(SupervisedActor):
             self._storing_timer.cancel()
             self._storing_timer = None
         self._deps.metrics.turns_in_flight.dec()
-        if isinstance(message, TurnStoreFailed):
+        if isinstance(message, TurnStoreFailed) and message.cause is not None and self._storing:
+            self._held.keep(self._storing[3], why=message.error, exchange_id=turn_id)
+        elif isinstance(message, TurnStoreFailed):
             self._emit(Error(message=f"the answer could not be stored: {message.error}",
                              recoverable=True, exchange_id=turn_id),
                        Done(duration_ms=0, exchange_id=turn_id))
@@ -357,11 +363,12 @@ class Session(SupervisedActor):
         if by_person and fan_out is not None:
             cognition, text, used_tools = fan_out
             self._cognition.fan_out(cognition, text, used_tools,
-                                    [("dmn_idle_reset", self._person_active),
+                                    [("dmn_idle_reset",
+                                      lambda: session_turn.person_active(self._deps)),
                                      ("compaction_backstop", backstop)])
         else:
             if by_person:
-                self._person_active()
+                session_turn.person_active(self._deps)
             backstop()
         self._start_next()
 
@@ -379,16 +386,6 @@ class Session(SupervisedActor):
         turn = self._driver.turn
         assert turn is not None, "no turn is running"
         return turn
-
-    def _person_active(self) -> None:
-        """The person is here: the DMN's idle timer starts again (a DMN that is not running
-        misses nothing: it reads the last turn from the store when it starts)."""
-        ref = self._deps.directory.get("dmn")
-        if ref is not None:
-            try:
-                ref.tell(PersonActive(self._deps.clock.time()))
-            except pykka.ActorDeadError:
-                pass  # being restarted
 
     def _emit(self, *frames: Frame) -> None:
         self._to_writer(AppendFrames(self.channel, frames))

@@ -20,6 +20,7 @@ from chalie.memory.context import ContextSettings
 from chalie.memory.recall import Recall
 from chalie.metrics import Metrics
 from chalie.prompts import Prompts
+from chalie.store.health import StoreHealth
 from chalie.tools.base import ToolSource
 from chalie.world.signals import WorldBoard
 
@@ -49,4 +50,6 @@ class SessionDeps:
     idle_s: float = 0.0  # server.session_idle_s: stop when idle this long (session_idle.py)
     # A connection for the one read at start (db.Readers.transient); None: `read`'s own.
     read_once: Callable[[], AbstractContextManager[apsw.Connection]] | None = None
+    # Whether the store takes writes; messages are kept while it does not (session_held.py).
+    store_health: StoreHealth | None = None
 

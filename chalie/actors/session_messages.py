@@ -100,3 +100,8 @@ class IdleAnswer(_Msg, frozen=True):
     channel: str
     urn: str
     stop: bool
+
+
+class StoreWritable(_Msg, frozen=True):
+    """From the StoreWriter, through the SessionSupervisor to every Session: the store takes
+    writes again; the messages held while it could not are stored and answered now."""

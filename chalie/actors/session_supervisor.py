@@ -22,7 +22,13 @@ from typing import Any
 import pykka
 import structlog
 
-from chalie.actors.session_messages import Deliver, IdleAnswer, SessionIdle, StopIfIdle
+from chalie.actors.session_messages import (
+    Deliver,
+    IdleAnswer,
+    SessionIdle,
+    StopIfIdle,
+    StoreWritable,
+)
 from chalie.actors.supervisor import ChildSpec, Link, Supervisor
 
 SessionFactory = Callable[[Link, str], pykka.ActorRef[Any]]
@@ -48,6 +54,12 @@ class SessionSupervisor(Supervisor):
                 self._ask_to_stop(f"session:{channel}", urn)
             case IdleAnswer(channel=channel, urn=urn, stop=stop):
                 self._answered(f"session:{channel}", urn, stop=stop)
+            case StoreWritable():  # to every Session running: what they kept can go now
+                for name in [n for n in self._specs if n.startswith("session:")]:
+                    if self._stopping_now(name):
+                        self.hold(name, message)
+                    else:
+                        self.send_child(name, message)
             case _:
                 return super().handle(message)
         return None

@@ -19,10 +19,12 @@ from typing import Any
 
 import apsw
 import msgspec
+import pykka
 import structlog
 
 from chalie.act.budget import PromptBudget
 from chalie.act.loop import ActLoop
+from chalie.actors.background_messages import PersonActive
 from chalie.actors.driver_deps import Ending
 from chalie.actors.session_cognition import ChannelCognition, TurnCognition
 from chalie.actors.session_deps import SessionDeps
@@ -32,7 +34,7 @@ from chalie.actors.supervisor import Directory
 from chalie.actors.turn import Turn, closing_frames, turn_record
 from chalie.actors.turn_messages import ContextReady
 from chalie.cognition.mind import Verdict
-from chalie.frames import MessageDelta, Notification, Status, encode_live
+from chalie.frames import Done, Error, MessageDelta, Notification, Status, encode_live
 from chalie.memory import context
 from chalie.memory.context import NAME_KEY
 from chalie.memory.identity import NameStatement, acknowledgement
@@ -219,11 +221,23 @@ def notification(request: Any, answer: str | None) -> AppendFrames | None:
                                       source="interface"),))
 
 
-def live_sender(directory: Directory, channel: str) -> Callable[[MessageDelta], None]:
+def person_active(d: SessionDeps) -> None:
+    """The person is here: the DMN's idle timer starts again (a DMN that is not running misses
+    nothing: it reads the last turn from the store when it starts)."""
+    ref = d.directory.get("dmn")
+    if ref is not None:
+        try:
+            ref.tell(PersonActive(d.clock.time()))
+        except pykka.ActorDeadError:
+            pass  # being restarted
+
+
+def live_sender(directory: Directory,
+                channel: str) -> Callable[[MessageDelta | Error | Done], None]:
     """How the turn's message_delta frames reach the channel's sockets: through the
     StoreWriter (in order with the logged frames), from the worker thread that streams."""
 
-    def send(frame: MessageDelta) -> None:
+    def send(frame: MessageDelta | Error | Done) -> None:
         directory.tell("store_writer", PushLive(channel, encode_live(frame)))
 
     return send

@@ -7,10 +7,10 @@ each other share one transaction and one fsync (group commit); each turn sits in
 of its own, so a turn the store refuses fails alone.
 
 Here: the actor, its dispatch, and the group commit with what follows it (pushes, replies, the
-actors told). The writes that log no frames live beside it, in parts the actor composes:
-memory (episodes, vectors, snapshots, forgetting) in `store_writer_memory`, and the single
-writes (checkpoints, housekeeping, login sessions, other programs' rows) in
-`store_writer_rows`. Event-log rows are numbered by `chalie.store.event_log`.
+actors told). Beside it, in parts the actor composes: memory writes (episodes, vectors,
+snapshots, forgetting) in `store_writer_memory`; single writes (checkpoints, housekeeping,
+login sessions, other programs' rows) in `store_writer_rows`; what a store that cannot take
+writes changes in `store_writer_faults`. Event-log rows are numbered by `chalie.store.event_log`.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import structlog
 from chalie.actors.background_messages import RunGoal, SchedulesChanged, StopGoal, ToGoal
 from chalie.actors.encoder_messages import MemoryGrew
 from chalie.actors.session_messages import Deliver
+from chalie.actors.store_writer_faults import FaultWatch, Probe, refuse
 from chalie.actors.store_writer_memory import MemoryWrites
 from chalie.actors.store_writer_messages import (
     AppendFrames,
@@ -54,6 +55,7 @@ from chalie.actors.store_writer_messages import (
     StoreVectors,
     UpdateCapabilities,
     Vacuum,
+    stamped,
 )
 from chalie.actors.store_writer_rows import RowWrites
 from chalie.actors.supervisor import Directory, Link, SupervisedActor
@@ -61,16 +63,18 @@ from chalie.actors.turn_messages import TurnStored, TurnStoreFailed
 from chalie.clock import Clock
 from chalie.config import StoreConfig
 from chalie.errors import StoreConflict
-from chalie.frames import Done, Error, Frame, Message
+from chalie.frames import Frame
 from chalie.metrics import Metrics
 from chalie.outbox import Outbox
 from chalie.store import background_ops, db, queries, writes
 from chalie.store.background_ops import Applied, Op
 from chalie.store.event_log import Row, interrupted_frames, sequenced
-from chalie.store.records import TurnRecord
+from chalie.store.health import StoreHealth, cause_of
 
 log = structlog.get_logger("chalie.store_writer")
 
+# Writes that are told, not asked: when the store cannot take one, it is logged and dropped.
+TOLD = (SaveWorld, SaveSnapshots, SaveCheckpoint, StoreEpisodes, StoreVectors, DropSpace)
 MAX_BATCH = 256  # messages that may share one transaction
 PRUNE_EVERY = 100  # prune a channel's event log each time its seq crosses a multiple of this
 
@@ -87,8 +91,14 @@ class StoreWriter(SupervisedActor):
         metrics: Metrics,
         snapshots_kept: int = 50,
         notify_channel: str = "main",
+        health: StoreHealth | None = None,
     ) -> None:
         super().__init__(link)
+        self._faults = FaultWatch(
+            health or StoreHealth(config.path, min_free_mb=config.min_free_mb,
+                                  hold_limit=config.hold_messages),
+            conn=lambda: self.conn, clock=clock, metrics=metrics, directory=directory,
+            probe_s=config.fault_probe_s, tell_self=self.tell_self)
         self._config = config
         self._notify_channel = notify_channel  # where goals' and schedules' frames go
         self._outbox = outbox
@@ -98,8 +108,9 @@ class StoreWriter(SupervisedActor):
         self._conn: apsw.Connection | None = None
         self._seqs: dict[str, int] = {}
         self._memory = MemoryWrites(lambda: self.conn, clock=clock, metrics=metrics,
-                                    nudge=self._tell_encoder, snapshots_kept=snapshots_kept)
-        self._rows = RowWrites(lambda: self.conn, clock=clock)
+                                    nudge=self._tell_encoder, snapshots_kept=snapshots_kept,
+                                    noted=self._faults.noted)
+        self._rows = RowWrites(lambda: self.conn, clock=clock, noted=self._faults.noted)
 
     def started(self) -> None:
         self._conn = db.open_writer(
@@ -119,7 +130,23 @@ class StoreWriter(SupervisedActor):
         return self._conn
 
     def on_receive(self, message: Any) -> Any:
+        try:
+            return self._dispatch(message)
+        except Exception as e:  # a write that raised: the store's state first
+            if self._faults.noted(e) is not None and isinstance(message, TOLD):
+                log.warning("write_not_stored", message=type(message).__name__, error=str(e))
+                return None  # nothing waits for it; the writer must not crash for a full disk
+            raise  # an asker gets it (pykka); anything else is a bug the supervisor restarts
+
+    def _dispatch(self, message: Any) -> Any:
+        damaged = self._faults.refusing()
+        if damaged is not None and not isinstance(
+                message, AppendFrames | CommitTurn | PushLive | RepushExchange | Probe):
+            return refuse(message, damaged, directory=self._directory, reply=self._reply,
+                          tell_encoder=self._tell_encoder)
         match message:
+            case Probe():
+                self._faults.probe()
             case AppendFrames() | CommitTurn():
                 self._write_batch([message, *self._take_batchable()])
             case PushLive(channel=channel, frame=frame):
@@ -183,8 +210,13 @@ class StoreWriter(SupervisedActor):
         now = self._clock.monotonic()
         seqs = dict(self._seqs)
         stored: list[tuple[str, list[Row], CommitTurn | None]] = []
-        refused: list[tuple[CommitTurn, str, bool]] = []  # (turn, why, a conflict)
+        refused: list[tuple[CommitTurn, str, bool, str | None]] = []  # why, conflict, cause
         applied: list[Applied] = []
+        damaged = self._faults.refusing()
+        if damaged is not None:  # not written again: refused without touching the file
+            self._refused([(i, damaged, False, "damaged") for i in batch
+                           if isinstance(i, CommitTurn)])
+            return
         try:
             with db.immediate(self.conn):
                 for item in batch:
@@ -206,8 +238,11 @@ class StoreWriter(SupervisedActor):
                     except Exception as e:  # rolled back to the savepoint; seqs not moved.
                         # Not only apsw.Error: a record that cannot be written for any reason
                         # must fail alone, not take the writer and the rest of the batch down.
+                        # The store's own fault (full, read-only...) fails the whole batch.
+                        if cause_of(e) is not None:
+                            raise
                         why = str(e) if isinstance(e, apsw.Error | StoreConflict) else repr(e)
-                        refused.append((item, why, isinstance(e, StoreConflict)))
+                        refused.append((item, why, isinstance(e, StoreConflict), None))
                         continue
                     stored.append((record.channel, rows, msgspec.structs.replace(
                         item, record=record)))
@@ -216,13 +251,24 @@ class StoreWriter(SupervisedActor):
                 self._prune(seqs)
                 self._memory.prune_snapshots(sum(1 for _, _, t in stored if t is not None))
         except Exception as e:  # the transaction itself failed: nothing of the batch is stored
-            log.exception("batch_not_stored", messages=len(batch))
-            refused += [(i, f"the store failed: {e}", False) for i in batch
-                        if isinstance(i, CommitTurn)]
+            cause = self._faults.noted(e)
+            if cause is None:
+                log.exception("batch_not_stored", messages=len(batch))
+            else:  # the fault is logged once, when it starts (store_fault)
+                log.warning("batch_not_stored", messages=len(batch), cause=cause, error=str(e))
+            why = self._faults.health.words() if cause is not None else f"the store failed: {e}"
+            refused = [(i, why, False, cause) for i in batch if isinstance(i, CommitTurn)]
             stored, applied = [], []
         else:
             self._seqs = seqs
             self._metrics.store_batch.observe(len(batch))
+            self._faults.stored()
+        self._finish_batch(stored, refused, applied)
+
+    def _finish_batch(self, stored: list[tuple[str, list[Row], CommitTurn | None]],
+                      refused: list[tuple[CommitTurn, str, bool, str | None]],
+                      applied: list[Applied]) -> None:
+        """After the batch's transaction: push what was stored, tell who waits."""
         grew = {c.record.channel for _, _, c in stored if c is not None}
         for channel, rows, commit in stored:
             if commit is not None:
@@ -233,15 +279,21 @@ class StoreWriter(SupervisedActor):
             self._push(channel, rows)
             if commit is not None:
                 self._reply(commit.reply_to, commit.record.channel, TurnStored(commit.record.id))
-        for commit, error, conflict in refused:
-            record = commit.record
-            (log.warning if conflict else log.error)(
-                "turn_not_stored", channel=record.channel, turn_id=record.id, error=error)
-            self._reply(commit.reply_to, record.channel, TurnStoreFailed(record.id, error))
+        self._refused(refused)
         for effects in applied:
             self._after(effects)
         for channel in sorted(grew):
             self._tell_encoder(MemoryGrew(channel))
+
+    def _refused(self, refused: list[tuple[CommitTurn, str, bool, str | None]]) -> None:
+        """Tell each refused turn's sender why (the store's state as `cause`, when it is that)."""
+        for commit, error, conflict, cause in refused:
+            record = commit.record
+            (log.warning if conflict or cause else log.error)(
+                "turn_not_stored", channel=record.channel, turn_id=record.id, error=error,
+                cause=cause)
+            self._reply(commit.reply_to, record.channel,
+                        TurnStoreFailed(record.id, error, cause=cause))
 
     def _push(self, channel: str, rows: list[Row]) -> None:
         for _, kind, _, _ in rows:
@@ -303,11 +355,13 @@ class StoreWriter(SupervisedActor):
                 logged = self._append_pairs(seqs, effects.frames)
                 self._prune(seqs)
         except Exception as e:  # nothing of it is stored; the sender decides what to do
+            cause = self._faults.noted(e)  # a fault of the store is told once (store_fault)
             conflict = isinstance(e, StoreConflict)
-            (log.warning if conflict else log.error)(
+            (log.warning if conflict or cause else log.error)(
                 "ops_not_stored", ops=[type(o).__name__ for o in ops], error=repr(e))
             return OpsApplied(tag, (), str(e) if conflict else repr(e))
         self._seqs = seqs
+        self._faults.stored()
         for channel, rows in logged:
             self._push(channel, rows)
         self._after(effects)
@@ -336,18 +390,3 @@ class StoreWriter(SupervisedActor):
             log.warning("closing_interrupted_turn", channel=channel, exchange_id=exchange)
             self._write_batch([AppendFrames(channel, interrupted_frames(exchange))])
 
-
-def stamped(commit: CommitTurn, now: float) -> tuple[TurnRecord, tuple[Frame, ...]]:
-    """The turn and its closing frames with the response time as of now, when it is stored:
-    the person sees the answer only after this, so the time spent queued for the store counts."""
-    elapsed = max(0.0, now - commit.received_at)
-    frames: list[Frame] = []
-    for frame in commit.frames:
-        if isinstance(frame, Message | Error) and frame.metrics is not None:
-            metrics = msgspec.structs.replace(frame.metrics, response_time_s=round(elapsed, 4))
-            frames.append(msgspec.structs.replace(frame, metrics=metrics))
-        elif isinstance(frame, Done):
-            frames.append(msgspec.structs.replace(frame, duration_ms=round(elapsed * 1000)))
-        else:
-            frames.append(frame)
-    return msgspec.structs.replace(commit.record, response_time_s=elapsed), tuple(frames)

@@ -44,8 +44,10 @@ class MemoryWrites:
         metrics: Metrics,
         nudge: Callable[[Any], None],
         snapshots_kept: int,
+        noted: Callable[[BaseException], object] = lambda e: None,
     ) -> None:
         self._conn = conn  # the writer's connection, opened when the actor starts
+        self._noted = noted  # a failed write, for the store's state (StoreWriter.noted)
         self._clock = clock
         self._metrics = metrics
         self._nudge = nudge  # tells the Encoder, if one is running
@@ -91,7 +93,8 @@ class MemoryWrites:
                                                       m.encoding_id),),
                                          turn_id=None, now=now)
         except Exception as e:  # the window is tried again at the next trigger
-            log.error("episodes_not_stored", channel=m.channel, error=repr(e))
+            (log.warning if self._noted(e) else log.error)(  # a store fault: told once
+                "episodes_not_stored", channel=m.channel, error=repr(e))
             self._nudge(EncodeWindow(m.channel, stored=False))
             return
         if ids is None:  # a window another encoder instance stored first
@@ -112,7 +115,8 @@ class MemoryWrites:
                 memory_writes.store_vectors(conn, m.space_id, m.embedder, Kind(m.kind),
                                             m.rows, upto_id=m.upto_id, now=self._clock.time())
         except Exception as e:
-            log.error("vectors_not_stored", kind=Kind(m.kind).label, error=repr(e))
+            (log.warning if self._noted(e) else log.error)(  # a store fault: told once
+                "vectors_not_stored", kind=Kind(m.kind).label, error=repr(e))
             self._nudge(IndexBatch(more=True, error=f"the store refused them: {e!r}"))
             return
         self._nudge(IndexBatch(more=m.more))
@@ -126,7 +130,8 @@ class MemoryWrites:
             with db.immediate(conn):
                 done = memory_writes.drop_space(conn, space_id, batch=DROP_BATCH)
         except apsw.Error as e:
-            log.error("vector_space_not_dropped", space_id=space_id, error=str(e))
+            (log.warning if self._noted(e) else log.error)(  # a store fault: told once
+                "vector_space_not_dropped", space_id=space_id, error=str(e))
             return False
         if done:
             log.info("vector_space_dropped", space_id=space_id)

@@ -9,7 +9,7 @@ from typing import Any
 
 import msgspec
 
-from chalie.frames import Frame
+from chalie.frames import Done, Error, Frame, Message
 from chalie.store.background_ops import Op
 from chalie.store.concept_rows import ConceptRow
 from chalie.store.effects import RememberFact
@@ -255,3 +255,19 @@ class DeleteSubscription(_Msg, frozen=True):
     """To the StoreWriter, asked: forget a broadcast stream. Replies True when it existed."""
 
     subscription_id: str
+
+
+def stamped(commit: CommitTurn, now: float) -> tuple[TurnRecord, tuple[Frame, ...]]:
+    """The turn and its closing frames with the response time as of now, when it is stored:
+    the person sees the answer only after this, so the time spent queued for the store counts."""
+    elapsed = max(0.0, now - commit.received_at)
+    frames: list[Frame] = []
+    for frame in commit.frames:
+        if isinstance(frame, Message | Error) and frame.metrics is not None:
+            metrics = msgspec.structs.replace(frame.metrics, response_time_s=round(elapsed, 4))
+            frames.append(msgspec.structs.replace(frame, metrics=metrics))
+        elif isinstance(frame, Done):
+            frames.append(msgspec.structs.replace(frame, duration_ms=round(elapsed * 1000)))
+        else:
+            frames.append(frame)
+    return msgspec.structs.replace(commit.record, response_time_s=elapsed), tuple(frames)

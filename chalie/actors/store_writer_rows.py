@@ -44,9 +44,11 @@ InterfaceWrite = (SaveWorld | CreatePairingKey | PairInterface | UpdateCapabilit
 
 
 class RowWrites:
-    def __init__(self, conn: Callable[[], apsw.Connection], *, clock: Clock) -> None:
+    def __init__(self, conn: Callable[[], apsw.Connection], *, clock: Clock,
+                 noted: Callable[[BaseException], object] = lambda e: None) -> None:
         self._conn = conn  # the writer's connection, opened when the actor starts
         self._clock = clock
+        self._noted = noted  # a failed write, for the store's state (StoreWriter.noted)
 
     def save_checkpoint(self, m: SaveCheckpoint) -> None:
         now = self._clock.time()
@@ -62,7 +64,8 @@ class RowWrites:
                 if m.compaction is not None and m.turn_id is not None:
                     writes.insert_compaction(conn, m.turn_id, m.channel, m.compaction)
         except apsw.Error as e:
-            log.error("checkpoint_not_stored", channel=m.channel, error=str(e))
+            (log.warning if self._noted(e) else log.error)(  # a store fault: told once
+                "checkpoint_not_stored", channel=m.channel, error=str(e))
         else:
             log.info("checkpoint_stored", channel=m.channel,
                      upto_transcript_id=m.upto_transcript_id)
@@ -78,7 +81,8 @@ class RowWrites:
                 else:
                     done = retention.incremental_vacuum(conn, m.pages)
         except Exception as e:  # nothing deleted; the Housekeeper counts it and goes on
-            log.error("housekeeping_failed", step=type(m).__name__,
+            (log.warning if self._noted(e) else log.error)(  # a store fault: told once
+                "housekeeping_failed", step=type(m).__name__,
                       kind=getattr(m, "kind", None), error=repr(e))
             return (Pruned(m.kind, 0, m.batch, repr(e))
                     if isinstance(m, PruneStep) else Vacuumed(0, repr(e)))

@@ -138,6 +138,14 @@ class SupervisedActor(pykka.ThreadingActor):
         except pykka.ActorDeadError:
             pass
 
+    def tell_supervisor(self, message: Any) -> None:
+        """Tell this actor's supervisor (none in tests: nothing); dropped while shutting down."""
+        if self._link is not None:
+            try:
+                self._link.supervisor.tell(message)
+            except pykka.ActorDeadError:
+                pass
+
     def on_start(self) -> None:
         try:
             self.started()

@@ -80,3 +80,6 @@ class TurnStored(_Msg, frozen=True):
 class TurnStoreFailed(_Msg, frozen=True):
     turn_id: str
     error: str
+    # Set when the store itself cannot take writes (chalie/store/health.py's state: full,
+    # read_only, damaged, io_error): the error is then in words a person can act on.
+    cause: str | None = None

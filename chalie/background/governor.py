@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Literal
 
 import structlog
@@ -31,13 +31,20 @@ GOVERNED: tuple[Path, ...] = ("dmn", "scheduled", "goal", "encoder")
 PATHS: tuple[Path, ...] = ("user", *GOVERNED)
 WINDOW_S = 86_400.0
 BUCKET_S = 60.0  # calls within one minute are kept as one entry (at the latest's time)
+STORE_RETRY_S = 5.0  # a path paused because the store cannot take writes tries again then
 
 
 class Governor:
     def __init__(self, budgets: Mapping[str, int], clock: Clock, metrics: Metrics,
-                 spent: Iterable[tuple[str, float, int]] = ()) -> None:
+                 spent: Iterable[tuple[str, float, int]] = (),
+                 store_writable: Callable[[], bool] | None = None) -> None:
         """`budgets`: tokens per rolling day of each governed path; `spent`: (path, at, tokens)
-        of calls already made (wall-clock `at`), as stored."""
+        of calls already made (wall-clock `at`), as stored; `store_writable`: whether the store
+        takes writes (chalie/store/health.py): while it does not, no governed path has room,
+        so none spends tokens on work it could not store, and each tries again STORE_RETRY_S
+        later."""
+        self._store_writable = store_writable
+        self._store_paused: set[str] = set()
         self._budgets: dict[str, int] = {p: int(budgets[p]) for p in GOVERNED}
         self._clock = clock
         self._metrics = metrics
@@ -91,6 +98,8 @@ class Governor:
         budget = self._budgets.get(path)
         if budget is None:
             return True
+        if not self._store_room(path):
+            return False
         now = self._clock.time()
         with self._lock:
             used = self._expire(path, now)
@@ -113,10 +122,25 @@ class Governor:
             log.info("budget_room_again", path=path, used=used, budget=budget)
         return room
 
+    def _store_room(self, path: str) -> bool:
+        """False while the store cannot take writes; the first refusal of a run is logged."""
+        writable = self._store_writable is None or self._store_writable()
+        with self._lock:
+            changed = (path in self._store_paused) == writable
+            (self._store_paused.discard if writable else self._store_paused.add)(path)
+        if changed:
+            (log.info if writable else log.warning)(
+                "background_resumed" if writable else "background_paused", path=path,
+                reason="the store takes writes again" if writable
+                else "the store cannot take writes")
+        return writable
+
     def frees_at(self, path: str) -> float:
         """Wall-clock time at which a paused path has room again (now if it has room; infinity
-        for a budget of 0)."""
+        for a budget of 0; STORE_RETRY_S from now while the store cannot take writes)."""
         now = self._clock.time()
+        if path in self._store_paused:
+            return now + STORE_RETRY_S
         with self._lock:
             self._expire(path, now)
             return self._frees_at(path, now)

@@ -21,6 +21,7 @@ from chalie.llm.factory import Models
 from chalie.memory.recall import Recall
 from chalie.metrics import Metrics
 from chalie.prompts import Prompts
+from chalie.store.health import StoreHealth
 from chalie.tools.catalog import ToolCatalog
 from chalie.world.signals import SignalGate, WorldBoard
 
@@ -51,3 +52,4 @@ class EdgeContext:
     models: Models | None = None  # each job's provider and its last state (GET /health)
     pair_throttle: LoginThrottle | None = None  # wrong pairing keys per address (IOLoop only)
     rest_limit: RestRateLimit | None = None  # server.rest_rate_per_min (IOLoop only)
+    store: StoreHealth | None = None  # whether the store takes writes (GET /health)

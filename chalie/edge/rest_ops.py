@@ -13,16 +13,22 @@ from chalie.edge.rest_base import ApiError, JsonHandler
 
 
 class HealthHandler(JsonHandler):
-    """The server's own state decides the status; each job's model is reported beside it
-    (`llm`: provider, model, address and state: ok, unreachable, rate_limited, error or
-    unknown) without failing the check: a server whose model is down still serves, and says
-    so in every answer that needs the model."""
+    """The server's own state and its store's decide the status; each job's model is reported
+    beside it (`llm`: provider, model, address and state: ok, unreachable, rate_limited, error
+    or unknown) without failing the check: a server whose model is down still serves, and says
+    so in every answer that needs the model. `store` (chalie/store/health.py): `state` (ok,
+    full, read_only, damaged, io_error), the `error` and a `message` in words a person can act
+    on, `since`, the free space (`free_mb`, `min_free_mb`, `space_low`) and the messages kept
+    until the store takes writes again (`held_messages`); 503 while it cannot take writes."""
 
     def get(self) -> None:
         body: dict[str, Any] = {"status": "ok", "name": "chalie", "version": __version__}
         if self.ctx.models is not None:
             body["llm"] = self.ctx.models.describe()
-        if not self.ctx.healthy():
+        store = self.ctx.store
+        if store is not None:
+            body["store"] = store.describe()
+        if not self.ctx.healthy() or (store is not None and not store.writable):
             self.set_status(503)
             body["status"] = "failing"
         self.write_json(body)

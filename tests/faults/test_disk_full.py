@@ -1,0 +1,83 @@
+"""The store's disk fills while the person chats: every message is answered by an error frame
+at once, kept, and stored and answered once space is freed; nothing is lost or doubled, and
+/health and /metrics say why meanwhile."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.faults.conftest import fill
+from tests.integration.harness import Client, ServerProcess, StubLlm, db_rows, wait_for
+
+
+def until_done(client: Client) -> list[dict[str, Any]]:
+    return client.recv_until(lambda f: f["type"] == "done")
+
+
+def health(server: ServerProcess) -> httpx.Response:
+    return httpx.get(f"{server.url}/health", timeout=10)
+
+
+def test_a_full_disk_keeps_every_message_and_answers_it_when_space_is_freed(
+    tmp_path: Path, small_disk: Path, llm: StubLlm
+) -> None:
+    server = ServerProcess(tmp_path, llm, store={"fault_probe_s": 0.2}).start()
+    try:
+        client = server.connect()
+        assert client.turn("before the disk fills")[-2]["type"] == "message"
+        filler = fill(small_disk)
+
+        # The turn running when the disk fills: its answer streams, then an error frame
+        # (live: the log cannot take it) says why and that the message is kept.
+        started = time.monotonic()
+        frames = client.turn("first while full", client_id="c-1")
+        assert [f["type"] for f in frames][-2:] == ["error", "done"]
+        error = frames[-2]
+        assert "full" in error["message"]
+        assert "kept" in error["message"]
+        assert str(small_disk) in error["message"]
+        assert error["seq"] == 0  # sent live, as message_delta frames are: not in the log
+        assert time.monotonic() - started < 10
+
+        reply = health(server)
+        assert reply.status_code == 503
+        store = reply.json()["store"]
+        assert store["state"] == "full"
+        assert store["held_messages"] == 1
+        metrics = httpx.get(f"{server.url}/metrics", timeout=10).text
+        assert 'chalie_store_write_failures_total{cause="full"}' in metrics
+        assert 'chalie_store_state{state="full"} 1.0' in metrics
+
+        # While the store is known to be full, a message costs no LLM call: kept at once.
+        calls = len(llm.requests)
+        client.send({"type": "chat", "text": "second while full", "client_id": "c-2"})
+        kept = client.recv_until(lambda f: f["type"] == "error")
+        assert "kept" in kept[-1]["message"]
+        # The same message sent again (a client that reconnected) is not kept twice.
+        client.send({"type": "chat", "text": "second while full", "client_id": "c-2"})
+        assert len(llm.requests) == calls
+        assert health(server).json()["store"]["held_messages"] == 2
+
+        filler.unlink()  # space again: both are stored and answered, in order, once each
+        answered = until_done(client) + until_done(client)
+        texts = [f.get("text") for f in answered if f["type"] == "status" and f.get("text")]
+        assert texts == ["first while full", "second while full"]
+        wait_for(lambda: health(server).status_code == 200)
+        assert health(server).json()["store"]["state"] == "ok"
+        stored = db_rows(server.db_path, "SELECT user_text, client_id FROM turns "
+                                         "ORDER BY started_at")
+        assert [t for t, _ in stored] == ["before the disk fills", "first while full",
+                                          "second while full"]
+        assert [c for _, c in stored][1:] == ["c-1", "c-2"]
+        assert client.turn("after")[-2]["type"] == "message"
+        # Told once, when it began; nothing crashed on the way.
+        errors = [e["event"] for e in server.errors()]
+        assert errors == ["store_fault"], server.errors()
+        events = [e["event"] for e in server.log_events()]
+        assert events.count("store_writable_again") == 1
+    finally:
+        server.kill()
