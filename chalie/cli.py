@@ -3,7 +3,9 @@
 `chalie snapshot TURN_ID [--config FILE] [--json]`: print the LLM requests of one turn.
 `chalie doctor [--config FILE]`: check that the configured server could work, a line a check.
 
-serve exits 0 after a clean stop, 1 when the actor tree gave up, 2 for a configuration error.
+serve exits 0 after a clean stop, 1 when the actor tree gave up, 2 for a configuration error or
+a damaged database (one line names the file, the damage and the newest backup to restore; a
+quick check of the file's pages runs before anything opens it for writing).
 snapshot exits 0 when it printed the turn, 1 when the turn or the database is not there (or
 cannot be read), 2 for a configuration error. It opens the database read-only, so it works
 while the server runs.
@@ -35,11 +37,13 @@ import msgspec
 import structlog
 
 from chalie import cli_auth, cli_store, logs
+from chalie.actors.housekeeper import backup_directory
 from chalie.config import Config
 from chalie.config_load import load_config
 from chalie.edge.rest_turns import not_kept, prompts_document
 from chalie.errors import ChalieError, ConfigError
 from chalie.server import Server
+from chalie.store import backup as backups
 from chalie.store import db
 
 
@@ -82,11 +86,19 @@ def main(argv: list[str] | None = None) -> int:
         return doctor.run(config, args.config)
     logs.configure(config.log.format, config.log.level)
     _raise_open_files_limit()
-    try:
-        return asyncio.run(_serve(config, args.config))
-    except ChalieError as e:
-        print(f"chalie: {e}", file=sys.stderr)
-        return 1
+    db_file = db.db_path(config.store.path)
+    problem = backups.damage(db_file)
+    if problem is None:
+        try:
+            return asyncio.run(_serve(config, args.config))
+        except ChalieError as e:
+            print(f"chalie: {e}", file=sys.stderr)
+            return 1
+        except (apsw.CorruptError, apsw.NotADBError) as e:  # found past the quick check
+            problem = str(e)
+    print("chalie: " + backups.damage_line(db_file, problem, backup_directory(config.store)),
+          file=sys.stderr)
+    return 2
 
 
 def _snapshot(config: Config, turn_id: str, *, as_json: bool) -> int:

@@ -70,7 +70,8 @@ class FaultWatch:
 
     def noted(self, error: BaseException) -> State | None:
         """A write failed with `error`: the store's state it means (None: not the store's)."""
-        cause = cause_of(error, free_bytes=self.health.free_bytes())
+        cause = cause_of(error, system_errno=self._system_errno(),
+                         free_bytes=self.health.free_bytes())
         if cause is None:
             return None
         self._metrics.store_write_failures.labels(cause=cause).inc()
@@ -80,6 +81,13 @@ class FaultWatch:
         if cause != "damaged":
             self._probe_later()
         return cause
+
+    def _system_errno(self) -> int | None:
+        """The operating system's error behind the connection's last I/O error, if any."""
+        try:
+            return self._conn().system_errno or None
+        except Exception:  # no connection (not started, or closed): nothing to tell
+            return None
 
     def refusing(self) -> str | None:
         """Why a write is refused without being tried (a damaged database), else None."""

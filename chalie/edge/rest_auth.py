@@ -58,10 +58,7 @@ class LoginHandler(JsonHandler):
         now = self.ctx.clock.time()
         lifetime_s = self.ctx.config.auth.session_days * 86400
         message = CreateAuthSession(token_hash(token), now, now + lifetime_s)
-        writer = self.ctx.directory.get("store_writer")
-        if writer is None:
-            raise tornado.web.HTTPError(503, reason="store is restarting")
-        await loop.run_in_executor(None, lambda: writer.ask(message, timeout=10))
+        await self.ask("store_writer", message, timeout=10)
         set_session_cookie(self, self.ctx, token, lifetime_s=lifetime_s)
         self.write_json({"ok": True})
 

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+import apsw
 import msgspec
 import pykka
 import tornado.web
@@ -30,6 +31,7 @@ from chalie.config import Config
 from chalie.edge.auth import COOKIE, token_hash
 from chalie.edge.context import EdgeContext
 from chalie.edge.session_cookie import logged_in
+from chalie.errors import StoreError
 
 T = TypeVar("T")
 _AT = re.compile(r" - at `\$\.?([^`]*)`")
@@ -109,6 +111,11 @@ class JsonHandler(tornado.web.RequestHandler):
         except pykka.Timeout:
             raise ApiError(503, f"{what} did not answer within {timeout:.0f}s; "
                                 "try again") from None
+        except (apsw.Error, StoreError):  # a write the store could not take
+            store = self.ctx.store
+            if store is not None and not store.writable:
+                raise ApiError(503, f"{store.words()}; try again then") from None
+            raise
 
     def bearer_token(self) -> str | None:
         """The token of an `Authorization: Bearer <token>` header, if one was sent."""

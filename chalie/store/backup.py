@@ -17,6 +17,7 @@ import os
 import re
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 import apsw
 
@@ -188,3 +189,42 @@ def newest_backup(directory: Path) -> float | None:
     if not backups:
         return None
     return float(calendar.timegm(time.strptime(backups[-1][0], _STAMP)))
+
+
+def damage(db_file: Path) -> str | None:
+    """What is wrong with the database file, read without writing anything (SQLite's
+    quick_check: every page's structure, not the indexes' contents); None when it is sound or
+    not there yet."""
+    if not db_file.is_file():
+        return None
+    wal = db_file.with_name(db_file.name + "-wal")
+    try:
+        if wal.is_file() and wal.stat().st_size > 0:  # pages in the WAL count: read them too
+            conn = db.connect(db_file, busy_timeout_ms=BUSY_TIMEOUT_MS, readonly=True)
+        else:  # immutable: not even an empty -wal or -shm file is made
+            conn = apsw.Connection(f"file:{quote(str(db_file))}?immutable=1",
+                                   flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+    except (StoreError, apsw.Error) as e:
+        return str(e.__cause__ or e)
+    try:
+        checks = [str(row[0]) for row in conn.execute("PRAGMA quick_check(3)")]
+    except apsw.Error as e:  # NotADBError, CorruptError: unreadable before any page is checked
+        return str(e)
+    finally:
+        conn.close()
+    if checks == ["ok"]:
+        return None
+    found = [line.strip() for check in checks for line in check.splitlines()
+             if line.strip() and not line.startswith("***")]  # "*** in database main ***"
+    return "; ".join(found) or "quick_check failed"
+
+
+def damage_line(db_file: Path, problem: str, backups: Path) -> str:
+    """The one line `chalie serve` says before it refuses to start on a damaged database."""
+    found = _scheduled(backups)
+    newest = (f"the newest backup is {found[-1][1]}: stop here and run `chalie restore "
+              f"{found[-1][1]}`" if found else
+              f"there is no backup in {backups}: run `chalie restore FILE` with a copy of it "
+              "if you have one")
+    problem = " ".join(problem.split())  # one line, whatever SQLite said
+    return f"the database {db_file} is damaged ({problem}); nothing was written; {newest}"

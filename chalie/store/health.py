@@ -33,10 +33,13 @@ _ERRNOS: dict[int, State] = {errno.ENOSPC: "full", errno.EDQUOT: "full", errno.E
                              errno.EIO: "io_error"}
 
 
-def cause_of(error: BaseException, *, free_bytes: int | None = None) -> State | None:
+def cause_of(error: BaseException, *, system_errno: int | None = None,
+             free_bytes: int | None = None) -> State | None:
     """The store's state a failed write puts it in; None when the failure is not the store's
-    (that write fails alone). `free_bytes`: the free space where the store lives, which tells
-    a full disk behind a plain I/O error (SQLite reports some ENOSPC writes as SQLITE_IOERR)."""
+    (that write fails alone). SQLite reports a write the operating system refused as an I/O
+    error whatever the reason: `system_errno` (the connection's, apsw's system_errno) tells a
+    full disk (ENOSPC), a read-only file system or file (EROFS, EPERM, EACCES) and a failing
+    disk (EIO) apart, and `free_bytes` (where the store lives) a full disk when it is unknown."""
     if isinstance(error, apsw.FullError):
         return "full"
     if isinstance(error, apsw.ReadOnlyError):
@@ -44,6 +47,8 @@ def cause_of(error: BaseException, *, free_bytes: int | None = None) -> State | 
     if isinstance(error, apsw.CorruptError | apsw.NotADBError):
         return "damaged"
     if isinstance(error, apsw.IOError | apsw.CantOpenError):
+        if system_errno in _ERRNOS:
+            return _ERRNOS[system_errno]
         if free_bytes is not None and free_bytes < MIB:
             return "full"
         return "io_error"
