@@ -81,6 +81,7 @@ class LlmOverride(_Section, frozen=True):
     api_key: str | None = None
     context_window: int | None = None
     request_timeout_s: float | None = None
+    stall_timeout_s: float | None = None
     retries: int | None = None
     retry_backoff_s: float | None = None
     max_retry_after_s: float | None = None
@@ -108,6 +109,7 @@ class LlmConfig(_Section, frozen=True):
     api_key: str
     context_window: int
     request_timeout_s: float
+    stall_timeout_s: float
     retries: int
     retry_backoff_s: float
     max_retry_after_s: float
