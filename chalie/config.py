@@ -280,6 +280,8 @@ class GovernorConfig(_Section, frozen=True):
     scheduled_tokens_per_day: int
     goal_tokens_per_day: int
     encoder_tokens_per_day: int
+    failure_backoff_s: float
+    failure_backoff_max_s: float
 
     def budgets(self) -> dict[str, int]:
         return {"dmn": self.dmn_tokens_per_day, "scheduled": self.scheduled_tokens_per_day,

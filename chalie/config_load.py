@@ -65,6 +65,7 @@ _POSITIVE = {
     "scheduler.timeout_s", "goals.max_iterations", "goals.timeout_s", "goals.max_running",
     "goals.retry_backoff_s", "cognition.recent_topics", "cognition.focus_after",
     "cognition.silence_gap_s", "cognition.gist_ttl_s", "cognition.social_max_chars",
+    "governor.failure_backoff_s", "governor.failure_backoff_max_s",
 }
 _NON_NEGATIVE = {
     "llm.retries", "llm.retry_backoff_s", "llm.max_retry_after_s", "llm.threads",

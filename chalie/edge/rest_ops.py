@@ -9,6 +9,7 @@ from typing import Any
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from chalie import __version__
+from chalie.edge.health_jobs import jobs_field
 from chalie.edge.rest_base import ApiError, JsonHandler
 
 
@@ -16,12 +17,14 @@ class HealthHandler(JsonHandler):
     """The server's own state decides the status; each job's model is reported beside it
     (`llm`: provider, model, address and state: ok, unreachable, rate_limited, error or
     unknown) without failing the check: a server whose model is down still serves, and says
-    so in every answer that needs the model."""
+    so in every answer that needs the model. `jobs` lists the background jobs that wait after
+    failing (chalie/edge/health_jobs.py), an outage of none: the status stays ok."""
 
     def get(self) -> None:
         body: dict[str, Any] = {"status": "ok", "name": "chalie", "version": __version__}
         if self.ctx.models is not None:
             body["llm"] = self.ctx.models.describe()
+        body["jobs"] = jobs_field(self.ctx)
         if not self.ctx.healthy():
             self.set_status(503)
             body["status"] = "failing"
