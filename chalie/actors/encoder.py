@@ -172,6 +172,9 @@ class Encoder(SupervisedActor):
             return
         backoff = self._d.backoff
         if backoff is not None and not backoff.allows(ENCODER, channel):
+            failing = backoff.failing(ENCODER, channel)
+            if failing is not None and channel not in self._waits:  # a restarted encoder
+                self._retry_at(channel, failing.retry_at)
             return  # the wait's own timer tries again (RetryEncoding)
         governor = self._d.governor
         if governor is not None and not governor.has_room("encoder"):
@@ -189,12 +192,14 @@ class Encoder(SupervisedActor):
         backoff = self._d.backoff
         if backoff is None:
             return
-        failing = backoff.failed(ENCODER, channel, error)
+        self._retry_at(channel, backoff.failed(ENCODER, channel, error).retry_at)
+
+    def _retry_at(self, channel: str, when: float) -> None:
         timer = self._waits.pop(channel, None)
         if timer is not None:
             timer.cancel()
         self._waits[channel] = self._d.clock.call_at(
-            failing.retry_at, lambda: self.tell_self(RetryEncoding(channel)))
+            when, lambda: self.tell_self(RetryEncoding(channel)))
 
     def _wait_for_budget(self, frees_at: float) -> None:
         """The encoder's budget is used up: encode again (a sweep) once it frees room."""

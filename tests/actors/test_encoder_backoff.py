@@ -85,3 +85,21 @@ def test_sixty_turns_cost_a_few_structured_calls_and_none_during_a_turn(
     assert failing["failures"] == 6
     assert failing["error"].startswith("the light model cannot write the episode JSON: ")
     assert failing["retry_at"] == tree.clock.time() - (TURNS - 31) * MINUTE + 32 * MINUTE
+
+
+def test_an_encoder_that_finds_its_channel_waiting_tries_again_when_the_wait_ends(
+    start_tree: Any,
+) -> None:
+    """A wait the Encoder did not start itself (it was restarted since) still ends in a try of
+    its own: the nudge is skipped, and once the wait is over the window is sent."""
+    provider = CannotWriteJson()
+    tree = start_tree(provider, encoder=True, memory=every_n(2))
+    assert tree.backoff is not None
+    tree.backoff.failed("encoder", "main", "the light model cannot write the episode JSON: x")
+    turn(tree, 0)
+    assert provider.structured == 0
+    tree.clock.advance(MINUTE)
+    quiet(tree)
+    assert provider.structured == 2
+    (failing,) = tree.backoff.describe()
+    assert failing["failures"] == 2
