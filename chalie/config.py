@@ -84,6 +84,7 @@ class LlmOverride(_Section, frozen=True):
     api_key: str | None = None
     context_window: int | None = None
     request_timeout_s: float | None = None
+    stall_timeout_s: float | None = None
     retries: int | None = None
     retry_backoff_s: float | None = None
     max_retry_after_s: float | None = None
@@ -111,6 +112,7 @@ class LlmConfig(_Section, frozen=True):
     api_key: str
     context_window: int
     request_timeout_s: float
+    stall_timeout_s: float
     retries: int
     retry_backoff_s: float
     max_retry_after_s: float
@@ -281,6 +283,8 @@ class GovernorConfig(_Section, frozen=True):
     scheduled_tokens_per_day: int
     goal_tokens_per_day: int
     encoder_tokens_per_day: int
+    failure_backoff_s: float
+    failure_backoff_max_s: float
 
     def budgets(self) -> dict[str, int]:
         return {"dmn": self.dmn_tokens_per_day, "scheduled": self.scheduled_tokens_per_day,

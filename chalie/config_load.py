@@ -42,6 +42,7 @@ _FIELD_TYPES: dict[str, dict[str, Any]] = {
 _POSITIVE = {
     "server.max_frame_bytes", "server.shutdown_grace_s", "store.busy_timeout_ms",
     "auth.session_days", "llm.context_window", "llm.request_timeout_s", "llm.max_tokens",
+    "llm.stall_timeout_s",
     "images.max_bytes", "act.max_iterations",
     "act.timeout_s", "act.workers", "act.max_tool_result_chars", "supervisor.max_restarts",
     "supervisor.within_s", "server.ping_interval_s", "server.ping_misses",
@@ -65,6 +66,7 @@ _POSITIVE = {
     "scheduler.timeout_s", "goals.max_iterations", "goals.timeout_s", "goals.max_running",
     "goals.retry_backoff_s", "cognition.recent_topics", "cognition.focus_after",
     "cognition.silence_gap_s", "cognition.gist_ttl_s", "cognition.social_max_chars",
+    "governor.failure_backoff_s", "governor.failure_backoff_max_s",
 }
 _NON_NEGATIVE = {
     "llm.retries", "llm.retry_backoff_s", "llm.max_retry_after_s", "llm.threads",

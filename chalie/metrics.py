@@ -90,6 +90,16 @@ class Metrics:
             ["outcome"], registry=r,
         )
         self.episodes = Counter("chalie_episodes", "Episodes stored.", registry=r)
+        self.background_backoff = Gauge(
+            "chalie_background_backoff",
+            "Channels on which a background job waits after failing (its structured answers "
+            "unreadable, or its calls failed), by job (encoder, critic).", ["job"], registry=r,
+        )
+        self.background_skipped = Counter(
+            "chalie_background_skipped",
+            "Attempts of a background job skipped while it waits after failing, by job.",
+            ["job"], registry=r,
+        )
         self.embeddings = Counter(
             "chalie_embeddings", "Texts embedded in the background, by result (ok or error).",
             ["result"], registry=r,

@@ -32,6 +32,7 @@ from chalie.actors.session_supervisor import SessionSupervisor
 from chalie.actors.store_writer import StoreWriter
 from chalie.actors.supervisor import ChildSpec, Directory, Link, Ping, Supervisor
 from chalie.background.attention import Attention
+from chalie.background.backoff import Backoff
 from chalie.background.governor import Governor
 from chalie.clock import Clock, SystemClock
 from chalie.config import CONTEXT_SHARES, Config, parse_span
@@ -96,6 +97,9 @@ class Server:
         self._paths_pool: WorkerPool | None = None
         self.governor: Governor | None = None
         self.attention: Attention | None = None
+        governor = config.governor  # background jobs that keep failing wait (GET /health)
+        self.backoff = Backoff(self.clock, initial_s=governor.failure_backoff_s,
+                               max_s=governor.failure_backoff_max_s, metrics=self.metrics)
         self._http_out: httpx.Client | None = None
         self._subscriptions: Subscriptions | None = None
         self._on_failure: asyncio.Event | None = None
@@ -202,7 +206,7 @@ class Server:
             space_id=space_id, memory=memory, llm=self.config.llm.job("light") or primary,
             read=readers.get,
             clock=self.clock, pool=self._background, directory=self.directory,
-            metrics=self.metrics, governor=self.governor,
+            metrics=self.metrics, governor=self.governor, backoff=self.backoff,
         )
         paths = server_paths.deps(deps, self.config, pool=self._paths_pool,
                                   governor=self.governor, attention=self.attention)
@@ -286,6 +290,7 @@ class Server:
             default_zone=server_paths.default_zone(self.config),
             models=self.models,
             store=self.store_health,
+            backoff=self.backoff,
         )
         app = make_app(self._edge)
         sockets = tornado.netutil.bind_sockets(

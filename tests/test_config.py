@@ -145,8 +145,8 @@ def test_value_outside_a_choice_is_refused_by_dotted_name(tmp_path: Path) -> Non
 @pytest.mark.parametrize(
     ("section", "key", "value"),
     [("act", "max_iterations", 0), ("act", "workers", -2), ("llm", "request_timeout_s", 0.0),
-     ("server", "max_frame_bytes", 0), ("supervisor", "within_s", -1.0),
-     ("memory", "embed_threads", 0)],
+     ("llm", "stall_timeout_s", 0.0), ("server", "max_frame_bytes", 0),
+     ("supervisor", "within_s", -1.0), ("memory", "embed_threads", 0)],
 )
 def test_non_positive_value_for_a_positive_setting_is_refused(
     tmp_path: Path, section: str, key: str, value: float
@@ -304,6 +304,18 @@ def test_a_jobs_bad_value_names_the_key_it_was_set_under(tmp_path: Path) -> None
     """A non-positive context window set for the light job names llm.light.context_window."""
     error = _config_error(tmp_path, {"llm": {"light": {"context_window": 0}}})
     assert error.key == "llm.light.context_window"
+
+
+def test_the_stall_timeout_is_set_for_all_jobs_or_for_one(tmp_path: Path) -> None:
+    """llm.stall_timeout_s is every job's unless a job sets its own; zero is refused by the
+    key it was set under."""
+    config = load_config(None, env={"CHALIE_LLM__LIGHT__STALL_TIMEOUT_S": "300"})
+    primary, light = config.llm.job("primary"), config.llm.job("light")
+    assert primary is not None
+    assert light is not None
+    assert (primary.stall_timeout_s, light.stall_timeout_s) == (60.0, 300.0)
+    error = _config_error(tmp_path, {"llm": {"primary": {"stall_timeout_s": 0}}})
+    assert error.key == "llm.primary.stall_timeout_s"
 
 
 def test_llamacpp_needs_a_model_file_and_http_providers_a_url(tmp_path: Path) -> None:

@@ -5,8 +5,11 @@ Two background duties, both nudged by the StoreWriter after it stores something 
   its last encoding, one LLM call (prompts/episode_encoding.md, structured output) turns the
   window into episodes and facts, which the StoreWriter stores with the new encoding mark. An
   answer that does not fit the schema is retried once; a second bad answer, or a failed call,
-  skips the window (a log line and a metric) until the next nudge. At most one encoding per
-  channel is in flight; nudges meanwhile are coalesced.
+  skips the window (a metric), and the channel's encoding backs off (chalie/background/
+  backoff.py: the log says so once, /health and the dashboard show why): nudges are ignored
+  until the wait, doubling after each failure in a row, is over; then the window is tried again
+  on a timer of its own, not on the person's turn. At most one encoding per channel is in
+  flight; nudges meanwhile are coalesced.
 - Indexing. `memory.index_delay_s` after new items arrive, they are embedded in id order, one
   kind at a time, in batches of `memory.embed_batch`, into the current embedder's vector space;
   the StoreWriter stores each batch and says when, and the next batch starts. After a change
@@ -31,7 +34,13 @@ import msgspec
 import structlog
 
 from chalie.act.snapshots import snapshot
-from chalie.actors.encoder_messages import EncodeTail, EncodeWindow, IndexBatch, MemoryGrew
+from chalie.actors.encoder_messages import (
+    EncodeTail,
+    EncodeWindow,
+    IndexBatch,
+    MemoryGrew,
+    RetryEncoding,
+)
 from chalie.actors.store_writer_messages import (
     DropSpace,
     SaveSnapshots,
@@ -40,6 +49,7 @@ from chalie.actors.store_writer_messages import (
 )
 from chalie.actors.supervisor import Directory, Link, SupervisedActor
 from chalie.actors.work import Work
+from chalie.background.backoff import Backoff
 from chalie.background.governor import Governor
 from chalie.clock import Clock, Timer
 from chalie.config import LlmConfig, MemoryConfig
@@ -61,6 +71,7 @@ BACKOFF_MAX_S = 300.0
 TAIL_ROWS = 2  # after a silence, a window this small is encoded too (one exchange)
 INDEX_ORDER = (Kind.KNOWLEDGE, Kind.EPISODE, Kind.TRANSCRIPT)  # small and valuable first
 IN_PROCESS_CHUNK = 4  # texts an in-process embedder embeds before the job yields the GIL
+ENCODER = "encoder"  # the job's name in the backoff, /health and the metrics
 
 
 class _Sweep(msgspec.Struct, frozen=True, tag=True):
@@ -81,6 +92,7 @@ class EncoderDeps:
     directory: Directory
     metrics: Metrics
     governor: Governor | None = None  # encodings pause while the encoder's budget is used up
+    backoff: Backoff | None = None  # a channel whose encodings keep failing waits
 
 
 class Encoder(SupervisedActor):
@@ -97,12 +109,13 @@ class Encoder(SupervisedActor):
         self._soon: Timer | None = None
         self._backoff = BACKOFF_INITIAL_S
         self._dropped: set[int] = set()
+        self._waits: dict[str, Timer] = {}  # channel -> its retry after failed encodings
 
     def started(self) -> None:
         self.tell_self(_Sweep())
 
     def on_stop(self) -> None:
-        for timer in (self._retry, self._soon, self._budget_timer):
+        for timer in (self._retry, self._soon, self._budget_timer, *self._waits.values()):
             if timer is not None:
                 timer.cancel()
 
@@ -118,10 +131,17 @@ class Encoder(SupervisedActor):
                 case _IndexNow():
                     self._soon = None
                     self._index()
-                case EncodeWindow(channel=channel, stored=stored):
+                case EncodeWindow(channel=channel, stored=stored, error=error):
                     self._encoding.discard(channel)
-                    if stored:  # a backlog is encoded window after window
+                    if error:
+                        self._back_off(channel, error)
+                    elif stored:  # a backlog is encoded window after window
+                        if self._d.backoff is not None:
+                            self._d.backoff.succeeded(ENCODER, channel)
                         self._maybe_encode(channel)
+                case RetryEncoding(channel=channel):
+                    self._waits.pop(channel, None)
+                    self._maybe_encode(channel, at_least=TAIL_ROWS)
                 case IndexBatch(more=more, error=error):
                     self._indexed(more, error)
                 case _Resume():
@@ -150,6 +170,12 @@ class Encoder(SupervisedActor):
         needed = self._d.memory.encode_every_rows if at_least is None else at_least
         if mq.unencoded_count(conn, channel, upto) < needed:
             return
+        backoff = self._d.backoff
+        if backoff is not None and not backoff.allows(ENCODER, channel):
+            failing = backoff.failing(ENCODER, channel)
+            if failing is not None and channel not in self._waits:  # a restarted encoder
+                self._retry_at(channel, failing.retry_at)
+            return  # the wait's own timer tries again (RetryEncoding)
         governor = self._d.governor
         if governor is not None and not governor.has_room("encoder"):
             self._wait_for_budget(governor.frees_at("encoder"))
@@ -160,6 +186,20 @@ class Encoder(SupervisedActor):
                  encoding_id=encoding_id)
         self._background(lambda: self._encode(channel, upto, encoding_id),
                          on_crash=EncodeWindow(channel, stored=False))
+
+    def _back_off(self, channel: str, error: str) -> None:
+        """The window could not be encoded: wait before the channel's next try, on a timer."""
+        backoff = self._d.backoff
+        if backoff is None:
+            return
+        self._retry_at(channel, backoff.failed(ENCODER, channel, error).retry_at)
+
+    def _retry_at(self, channel: str, when: float) -> None:
+        timer = self._waits.pop(channel, None)
+        if timer is not None:
+            timer.cancel()
+        self._waits[channel] = self._d.clock.call_at(
+            when, lambda: self.tell_self(RetryEncoding(channel)))
 
     def _wait_for_budget(self, frees_at: float) -> None:
         """The encoder's budget is used up: encode again (a sweep) once it frees room."""
@@ -177,6 +217,9 @@ class Encoder(SupervisedActor):
         snaps: list[SnapshotRow] = []
         error: str | None = None
         tokens = calls = 0
+        # While the channel backs off, the backoff said so once: a failed retry is info.
+        warn = log.warning if d.backoff is None or d.backoff.failing(ENCODER, channel) is None \
+            else log.info
         for attempt in (1, 2):
             req = encoding.request(d.prompts, lines, retry_error=error)
             snaps.append(snapshot(req, call=attempt, purpose="episode_encoding",
@@ -189,11 +232,12 @@ class Encoder(SupervisedActor):
             except StructuredOutputError as e:
                 error = str(e)
                 d.metrics.encodings.labels(outcome="retried" if attempt == 1 else "skipped").inc()
-                log.warning("encoding_invalid", channel=channel, attempt=attempt, error=error)
+                warn("encoding_invalid", channel=channel, attempt=attempt, error=error)
                 continue
             except LlmError as e:
                 d.metrics.encodings.labels(outcome="failed").inc()
-                log.warning("encoding_failed", channel=channel, error=str(e))
+                warn("encoding_failed", channel=channel, error=str(e))
+                error = f"the light model failed to encode the conversation: {e}"
                 break
             d.metrics.encodings.labels(outcome="encoded").inc()
             self._tell(StoreEpisodes(channel, upto, lines[-1].id, encoding_id, window.episodes,
@@ -204,10 +248,11 @@ class Encoder(SupervisedActor):
                                      situation=window.situation))
             return None
         else:
-            log.warning("encoding_skipped", channel=channel, transcript_from=lines[0].id,
-                        transcript_to=lines[-1].id, reason="two invalid answers")
+            warn("encoding_skipped", channel=channel, transcript_from=lines[0].id,
+                 transcript_to=lines[-1].id, reason="two invalid answers")
+            error = f"the light model cannot write the episode JSON: {error}"
         self._tell(SaveSnapshots(encoding_id, tuple(snaps), tokens=tokens, llm_calls=calls))
-        return EncodeWindow(channel, stored=False)
+        return EncodeWindow(channel, stored=False, error=error or "")
 
     def _concepts(self, names: tuple[str, ...]) -> tuple[ConceptRow, ...]:
         """The window's concepts with their vectors (so that near-duplicates merge); when the

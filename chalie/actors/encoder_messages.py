@@ -24,10 +24,19 @@ class EncodeTail(_Msg, frozen=True):
 
 
 class EncodeWindow(_Msg, frozen=True):
-    """The Encoder's own: a channel's encoding finished (stored, skipped or failed)."""
+    """The Encoder's own: a channel's encoding finished (stored, skipped or failed). `error`
+    says, for a person, why the light model could not encode the window (its answers were
+    unreadable, or its call failed): the encoder then backs off."""
 
     channel: str
     stored: bool
+    error: str = ""
+
+
+class RetryEncoding(_Msg, frozen=True):
+    """The Encoder's own: a channel's wait after failed encodings is over."""
+
+    channel: str
 
 
 class IndexBatch(_Msg, frozen=True):

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import apsw
 
 from chalie.actors.supervisor import Directory
+from chalie.background.backoff import Backoff
 from chalie.background.governor import Governor
 from chalie.clock import Clock
 from chalie.config import Config
@@ -53,3 +54,4 @@ class EdgeContext:
     pair_throttle: LoginThrottle | None = None  # wrong pairing keys per address (IOLoop only)
     rest_limit: RestRateLimit | None = None  # server.rest_rate_per_min (IOLoop only)
     store: StoreHealth | None = None  # whether the store takes writes (GET /health)
+    backoff: Backoff | None = None  # background jobs waiting after failures (GET /health)

@@ -9,6 +9,7 @@ from typing import Any
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from chalie import __version__
+from chalie.edge.health_jobs import jobs_field
 from chalie.edge.rest_base import ApiError, JsonHandler
 
 
@@ -19,12 +20,15 @@ class HealthHandler(JsonHandler):
     so in every answer that needs the model. `store` (chalie/store/health.py): `state` (ok,
     full, read_only, damaged, io_error), the `error` and a `message` in words a person can act
     on, `since`, the free space (`free_mb`, `min_free_mb`, `space_low`) and the messages kept
-    until the store takes writes again (`held_messages`); 503 while it cannot take writes."""
+    until the store takes writes again (`held_messages`); 503 while it cannot take writes.
+    `jobs` lists the background jobs that wait after failing (chalie/edge/health_jobs.py), an
+    outage of none: the status stays as it is."""
 
     def get(self) -> None:
         body: dict[str, Any] = {"status": "ok", "name": "chalie", "version": __version__}
         if self.ctx.models is not None:
             body["llm"] = self.ctx.models.describe()
+        body["jobs"] = jobs_field(self.ctx)
         store = self.ctx.store
         if store is not None:
             body["store"] = store.describe()

@@ -21,7 +21,9 @@ This module builds the request and speaks HTTP (timeouts, errors classed, the mo
 answer, a whole message or a stream of events, is read by chalie/llm/anthropic_stream.py.
 
 One attempt per call: retries and fallback are the caller's (chalie/llm/route.py), which needs
-to see each failure classed (LlmUnavailable, LlmHttpError.kind, LlmBadResponse).
+to see each failure classed (LlmUnavailable, LlmHttpError.kind, LlmBadResponse). A stream that
+sends nothing for `stall_timeout_s` (llm.stall_timeout_s) is given up as stalled, an
+LlmUnavailable like a dropped connection.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ import msgspec
 
 from chalie.errors import LlmBadResponse, LlmHttpError, LlmUnavailable
 from chalie.llm.anthropic_stream import Answer, StreamAssembler, error_detail, whole_answer
-from chalie.llm.sse import iter_sse, retry_after
+from chalie.llm.sse import iter_sse, retry_after, stalled, stream_timeout, within
 from chalie.llm.types import (
     NOT_RUN,
     ChatRequest,
@@ -79,6 +81,7 @@ class AnthropicProvider:
         max_tokens: int = 4096,
         version: str = "2023-06-01",
         stream: bool = True,
+        stall_timeout_s: float = 60.0,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         headers = {"anthropic-version": version}
@@ -94,6 +97,7 @@ class AnthropicProvider:
         self._model = model
         self._max_tokens = max_tokens
         self._stream = stream
+        self._stall_s = stall_timeout_s
 
     def close(self) -> None:
         self._client.close()
@@ -152,28 +156,37 @@ class AnthropicProvider:
 
     def _streamed(self, body: bytes, timeout_s: float, deadline: float,
                   on_text: TextSink) -> Answer:
-        with self._client.stream("POST", "messages", content=body, timeout=_timeout(timeout_s),
-                                 headers={"content-type": "application/json"}) as resp:
-            if resp.status_code >= 400:
-                resp.read()
-                raise _http_error(resp)
-            if resp.headers.get("content-type", "").startswith("application/json"):
-                answer = whole_answer(resp.read())  # a server that does not stream
-                if answer.text:
-                    on_text(answer.text)
-                return answer
-            stream = StreamAssembler()
-            try:
-                for event, data in iter_sse(_until(deadline, timeout_s, resp.iter_lines()),
-                                            unfinished=False):
-                    if piece := stream.feed(event, data):
-                        on_text(piece)
-                    if stream.done:
-                        return stream.answer()
-            except httpx.TimeoutException:
-                raise
-            except httpx.TransportError as e:
-                raise LlmUnavailable(f"the stream broke off: {type(e).__name__}: {e}") from e
+        def late() -> LlmUnavailable:
+            return LlmUnavailable(f"the Anthropic API timed out after {timeout_s:.1f}s "
+                                  "(still streaming)")
+
+        try:
+            with self._client.stream("POST", "messages", content=body,
+                                     timeout=stream_timeout(timeout_s, self._stall_s),
+                                     headers={"content-type": "application/json"}) as resp:
+                if resp.status_code >= 400:
+                    resp.read()
+                    raise _http_error(resp)
+                if resp.headers.get("content-type", "").startswith("application/json"):
+                    answer = whole_answer(resp.read())  # a server that does not stream
+                    if answer.text:
+                        on_text(answer.text)
+                    return answer
+                stream = StreamAssembler()
+                try:
+                    lines = within(resp.iter_lines(), deadline, time.monotonic, late)
+                    for event, data in iter_sse(lines, unfinished=False):
+                        if piece := stream.feed(event, data):
+                            on_text(piece)
+                        if stream.done:
+                            return stream.answer()
+                except httpx.TimeoutException:
+                    raise
+                except httpx.TransportError as e:
+                    raise LlmUnavailable(
+                        f"the stream broke off: {type(e).__name__}: {e}") from e
+        except httpx.ReadTimeout as e:
+            raise stalled(timeout_s, self._stall_s) from e
         raise LlmUnavailable("the stream broke off before message_stop")
 
     @contextmanager
@@ -190,16 +203,6 @@ class AnthropicProvider:
         except httpx.HTTPError as e:
             raise LlmUnavailable(
                 f"the Anthropic API at {self._base_url} failed: {type(e).__name__}: {e}") from e
-
-
-def _until(deadline: float, timeout_s: float, lines: Iterable[str]) -> Iterator[str]:
-    """`lines` until the time budget is spent. httpx's read timeout alone would let a server
-    that keeps sending pings or comments hold the caller for ever."""
-    for line in lines:
-        if time.monotonic() > deadline:
-            raise LlmUnavailable(f"the Anthropic API timed out after {timeout_s:.1f}s "
-                                 "(still streaming)")
-        yield line
 
 
 def _wire_messages(messages: Iterable[Message]) -> list[dict[str, Any]]:

@@ -40,7 +40,7 @@ def build_provider(settings: LlmConfig) -> LlmProvider:
             return AnthropicProvider(
                 base_url=settings.base_url, model=settings.model, api_key=settings.api_key,
                 max_tokens=settings.max_tokens, version=settings.anthropic_version,
-                stream=settings.stream)
+                stream=settings.stream, stall_timeout_s=settings.stall_timeout_s)
         case "llamacpp":  # the optional extra: imported only when configured
             from chalie.llm.llamacpp import LlamaCppProvider  # noqa: PLC0415
 
@@ -49,7 +49,8 @@ def build_provider(settings: LlmConfig) -> LlmProvider:
                                     max_tokens=settings.max_tokens, threads=settings.threads)
         case _:
             return OpenAICompatProvider(base_url=settings.base_url, model=settings.model,
-                                        api_key=settings.api_key, stream=settings.stream)
+                                        api_key=settings.api_key, stream=settings.stream,
+                                        stall_timeout_s=settings.stall_timeout_s)
 
 
 class Models:

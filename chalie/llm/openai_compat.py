@@ -10,7 +10,8 @@ writes it; otherwise it comes whole.
 One attempt per call: the routing layer above retries by error class and falls back to another
 provider, so every failure here is mapped to one LlmError that says what happened (never the
 base URL: the layer above names the provider and its address). The overall `timeout_s` holds
-while streaming too, checked between events.
+while streaming too, checked line by line; a stream that sends nothing for `stall_timeout_s`
+(llm.stall_timeout_s) is given up as stalled, an LlmUnavailable like a dropped connection.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import msgspec
 from chalie.clock import Clock, SystemClock
 from chalie.errors import LlmBadResponse, LlmHttpError, LlmUnavailable
 from chalie.llm.openai_stream import Assembled, StreamAssembler, error_detail, whole_answer
-from chalie.llm.sse import iter_sse, retry_after
+from chalie.llm.sse import iter_sse, retry_after, stalled, stream_timeout, within
 from chalie.llm.types import (
     ChatRequest,
     ChatResponse,
@@ -55,7 +56,8 @@ class OpenAICompatProvider:
     """An LlmProvider for any server that speaks OpenAI's `/chat/completions`.
 
     `stream=False` turns streaming off for servers whose event streams are broken; `on_text`
-    then gets the whole text at once. `clock` is the time seam for the streaming deadline."""
+    then gets the whole text at once. `stall_timeout_s`: the longest silence of a stream.
+    `clock` is the time seam for the streaming deadline."""
 
     def __init__(
         self,
@@ -64,6 +66,7 @@ class OpenAICompatProvider:
         model: str,
         api_key: str = "",
         stream: bool = True,
+        stall_timeout_s: float = 60.0,
         transport: httpx.BaseTransport | None = None,
         clock: Clock | None = None,
     ) -> None:
@@ -76,6 +79,7 @@ class OpenAICompatProvider:
         )
         self._model = model
         self._stream = stream
+        self._stall_s = stall_timeout_s
         self._clock: Clock = clock or SystemClock()
 
     def close(self) -> None:
@@ -126,9 +130,12 @@ class OpenAICompatProvider:
         deadline = started + timeout_s
         assembler = StreamAssembler(on_text)
         reading, content_type = False, ""
+        def late() -> LlmUnavailable:
+            return LlmUnavailable(f"timed out after {timeout_s:g}s while the answer was streaming")
+
         try:
             with self._client.stream("POST", "chat/completions", content=body, headers=_JSON,
-                                     timeout=_timeout(timeout_s)) as resp:
+                                     timeout=stream_timeout(timeout_s, self._stall_s)) as resp:
                 if resp.status_code >= 400:
                     resp.read()
                     raise self._http_error(resp)
@@ -140,13 +147,15 @@ class OpenAICompatProvider:
                         on_text(answer.text)
                     return answer
                 reading = True
-                for _event, data in iter_sse(resp.iter_lines()):
+                lines = within(resp.iter_lines(), deadline, self._clock.monotonic, late)
+                for _event, data in iter_sse(lines):
                     assembler.feed(data)
                     if assembler.done:
                         break
                     if self._clock.monotonic() > deadline:
-                        raise LlmUnavailable(
-                            f"timed out after {timeout_s:g}s while the answer was streaming")
+                        raise late()
+        except httpx.ReadTimeout as e:
+            raise stalled(timeout_s, self._stall_s) from e
         except httpx.HTTPError as e:
             raise _unavailable(e, timeout_s, streaming=reading) from e
         if assembler.events == 0:

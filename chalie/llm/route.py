@@ -7,7 +7,9 @@ server's Retry-After when that is within `max_retry_after_s`, else like a 5xx wi
 nothing else (other 4xx: the key, the model or the prompt is wrong). When the Endpoint gives up,
 the fallback takes the request; when both fail, LlmJobFailed says which provider, at which
 address, failed how, and which setting to change. Text already streamed to the person is
-never taken back: a request whose answer broke off mid-stream is not retried.
+never taken back: a request whose answer broke off mid-stream (dropped, or stalled for
+llm.stall_timeout_s) is not retried; one that broke off before any text went out is, like a
+dropped connection.
 
 Every answer is normalised (chalie/llm/repair.py: broken tool-call JSON repaired, calls written
 as text recognised) before anyone sees it. Each attempt is logged and counted by provider,
@@ -131,6 +133,9 @@ def advice(endpoint: Endpoint, error: LlmError) -> str:
     if isinstance(error, LlmUnavailable):
         if endpoint.kind == "llamacpp":
             return f"the llamacpp model {model!r} cannot run ({error}); set {k('model')}"
+        if "stalled" in str(error):
+            return (f"{where} stopped sending in the middle of its answer ({error}); raise "
+                    f"{k('stall_timeout_s')} if the model is only slow to start")
         if "timed out" in str(error):
             return (f"{where} did not answer in time ({error}); raise "
                     f"{k('request_timeout_s')} or use a smaller model")

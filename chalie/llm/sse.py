@@ -1,5 +1,5 @@
 """What the HTTP wire formats share: server-sent events (the WHATWG `text/event-stream`
-format), parsed from lines, and the Retry-After header.
+format), parsed from lines, the time limits of a stream, and the Retry-After header.
 
 Streaming LLM APIs speak it: OpenAI-compatible servers send `data: {json}` events ending with
 `data: [DONE]`, Anthropic names its events with `event:` lines. The parser is generic and
@@ -10,10 +10,12 @@ small so every provider reads the wire the same way; it takes already split line
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from email.utils import parsedate_to_datetime
 
 import httpx
+
+from chalie.errors import LlmUnavailable
 
 
 def iter_sse(lines: Iterable[str], *, unfinished: bool = True) -> Iterator[tuple[str, str]]:
@@ -44,6 +46,34 @@ def iter_sse(lines: Iterable[str], *, unfinished: bool = True) -> Iterator[tuple
             event = value
     if data and unfinished:
         yield event or "message", "\n".join(data)
+
+
+def stream_timeout(timeout_s: float, stall_s: float) -> httpx.Timeout:
+    """The time limits of a streamed request: `timeout_s` in all, at most 10 s of it to
+    connect, and at most `stall_s` (llm.stall_timeout_s) without a byte from the server, before
+    its headers or between two pieces of the stream. httpx's read timeout restarts with every
+    read, so a server that keeps sending (keep-alive comments included) is bounded by the
+    overall deadline instead, which `within` checks line by line."""
+    return httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0), read=min(timeout_s, stall_s))
+
+
+def stalled(timeout_s: float, stall_s: float) -> LlmUnavailable:
+    """What a read timeout of a stream (`stream_timeout`) means: a stall, or, when the whole
+    budget was shorter than the stall limit, the budget spent."""
+    if stall_s < timeout_s:
+        return LlmUnavailable(f"the stream stalled: the server sent nothing for {stall_s:g}s")
+    return LlmUnavailable(f"timed out after {timeout_s:g}s while the answer was streaming")
+
+
+def within(lines: Iterable[str], deadline: float, now: Callable[[], float],
+           late: Callable[[], Exception]) -> Iterator[str]:
+    """`lines` until `now()` passes `deadline`; then `late()` is raised. A server that sends
+    keep-alives and never an answer would otherwise hold the caller (and its worker) for
+    ever: httpx's read timeout only sees silence."""
+    for line in lines:
+        if now() > deadline:
+            raise late()
+        yield line
 
 
 def retry_after(headers: httpx.Headers, now: float) -> float | None:

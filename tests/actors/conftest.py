@@ -31,6 +31,7 @@ from chalie.actors.supervisor import ChildSpec, Directory, Link, Supervisor
 from chalie.actors.turn_messages import TurnDeadline
 from chalie.actors.world_state import WorldState
 from chalie.background.attention import Attention
+from chalie.background.backoff import Backoff
 from chalie.background.governor import Governor
 from chalie.clock import ManualClock, Timer
 from chalie.config import CONTEXT_SHARES, Config
@@ -345,6 +346,7 @@ class Tree:
     provider: LlmProvider
     governor: Governor | None = None
     attention: Attention | None = None
+    backoff: Backoff | None = None
 
     def metric(self, name: str, **labels: str) -> float:
         return self.metrics.registry.get_sample_value(name, labels) or 0.0
@@ -527,6 +529,8 @@ def start_tree(make_config: Any, clock: WatchedClock) -> Iterator[Callable[..., 
         if pool is None:
             pool = ThreadPoolExecutor(4) if threaded else InlineExecutor()
         outbox, metrics, directory = FakeOutbox(), Metrics(), Directory()
+        backoff = Backoff(clock, initial_s=config.governor.failure_backoff_s,
+                          max_s=config.governor.failure_backoff_max_s, metrics=metrics)
         deps = SessionDeps(
             provider=provider,
             tools=ToolRegistry(tools if tools is not None else [MemoryTool()], confirm=confirm,
@@ -556,6 +560,7 @@ def start_tree(make_config: Any, clock: WatchedClock) -> Iterator[Callable[..., 
             provider=provider, prompts=deps.prompts, embedder=embedder, space_id=space_id,
             memory=config.memory, llm=config.llm, read=deps.read, clock=clock,
             pool=background or InlineExecutor(), directory=directory, metrics=metrics,
+            backoff=backoff,
         )
         common: dict[str, Any] = {
             "config": config.supervisor, "clock": clock, "directory": directory,
@@ -596,7 +601,8 @@ def start_tree(make_config: Any, clock: WatchedClock) -> Iterator[Callable[..., 
         # The root starts its children on its own thread; a call through its mailbox returns
         # once that is done, so the Directory knows both children before the test sends.
         root.proxy().child("sessions").get(timeout=WAIT_S)
-        return Tree(config, clock, outbox, metrics, directory, root, provider, gov, att)
+        return Tree(config, clock, outbox, metrics, directory, root, provider, gov, att,
+                    backoff)
 
     yield start
     for root, pool, provider in started:

@@ -338,11 +338,13 @@ def test_an_invalid_answer_is_retried_once_with_the_reason(
     assert mark(tree) == [("main", 4)]
 
 
-def test_two_invalid_answers_skip_the_window_until_the_next_nudge(
+def test_two_invalid_answers_skip_the_window_until_the_channels_wait_is_over(
     start_tree: Any, log_records: list[logging.LogRecord],
 ) -> None:
     """After a second bad answer nothing is stored, the mark stays, a warning names the
-    skipped messages; the next nudge sends the same window again."""
+    skipped messages and one more says the encoder backs off; the next nudge (a turn) costs no
+    call, and once governor.failure_backoff_s has passed the same window is sent again, and its
+    success ends the wait."""
     provider = ScriptedProvider([invalid(), invalid('{"episodes": []}'), encoded()])
     tree = start_tree(provider, encoder=True, memory=every_n(4))
     seed(tree, PAIRS)
@@ -364,19 +366,34 @@ def test_two_invalid_answers_skip_the_window_until_the_next_nudge(
         (1, "the reply holds no JSON object; the reply began 'Sure! The conversat"),
         (2, "the reply does not match the schema: Expected `array` of length >= 1"),
     ]
+    (backing_off,) = events(log_records, "background_backoff", logging.WARNING)
+    assert (backing_off["job"], backing_off["channel"], backing_off["retry_in_s"]) == (
+        "encoder", "main", 60.0)
+    assert backing_off["error"].startswith(
+        "the light model cannot write the episode JSON: the reply does not match the schema")
+    assert counter(tree.metrics, "chalie_background_backoff", job="encoder") == 1
 
     nudge(tree)
-    until(tree, lambda: bool(episodes(tree)), "the window to be encoded on the next nudge")
+    quiet(tree)
+    assert len(provider.requests) == 2
+    assert counter(tree.metrics, "chalie_background_skipped_total", job="encoder") == 1
+
+    tree.clock.advance(60.0)
+    until(tree, lambda: bool(episodes(tree)), "the window to be encoded after the wait")
     assert numbered(provider.requests[2]) == numbered(provider.requests[0])
     assert [(f, t) for _, f, t, _ in episodes(tree)] == [(1, 4)]
     assert outcomes(tree) == {"retried": 1, "skipped": 1, "encoded": 1}
+    assert [e["failures"] for e in events(log_records, "background_recovered")] == [1]
+    assert counter(tree.metrics, "chalie_background_backoff", job="encoder") == 0
+    assert tree.backoff is not None
+    assert tree.backoff.describe() == []
 
 
 def test_a_failed_llm_call_skips_the_window_without_crashing_the_encoder(
     start_tree: Any, log_records: list[logging.LogRecord],
 ) -> None:
     """An LLM that is down is not retried at once: the outcome is "failed", nothing is stored,
-    the encoder keeps running (no restart) and encodes the window on a later nudge."""
+    the encoder keeps running (no restart) and encodes the window after its wait."""
     provider = ScriptedProvider([ScriptStep(fail="connection refused"), encoded()])
     tree = start_tree(provider, encoder=True, memory=every_n(4))
     seed(tree, PAIRS)
@@ -392,8 +409,15 @@ def test_a_failed_llm_call_skips_the_window_without_crashing_the_encoder(
         "connection refused"]
     assert counter(tree.metrics, "chalie_llm_calls_total", result="error") == 1
     assert tree.restarts("encoder") == 0
+    assert tree.backoff is not None
+    (failing,) = tree.backoff.describe()
+    assert failing["error"] == ("the light model failed to encode the conversation: "
+                                "connection refused")
 
     nudge(tree)
+    quiet(tree)
+    assert len(provider.requests) == 1
+    tree.clock.advance(60.0)
     until(tree, lambda: bool(episodes(tree)), "the window to be encoded after the failure")
     assert outcomes(tree) == {"failed": 1, "encoded": 1}
     assert tree.restarts("encoder") == 0
@@ -542,7 +566,7 @@ def test_the_encoding_request_is_kept_as_a_prompt_snapshot(
     seed(tree, PAIRS)
     nudge(tree)
     until(tree, lambda: len(outcomes(tree)) == 2, "the window to be skipped")
-    nudge(tree)
+    tree.clock.advance(tree.config.governor.failure_backoff_s)  # the wait after it
     until(tree, lambda: bool(episodes(tree)), "the window to be stored")
 
     skipped_id, stored_id = [e["encoding_id"] for e in events(log_records, "encoding_started")]

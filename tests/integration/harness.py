@@ -203,10 +203,11 @@ def _json_schema_of(body: dict[str, Any]) -> dict[str, Any] | None:
 
 
 class _QuietServer(ThreadingHTTPServer):
-    """A client that drops a kept-alive connection with a reset is no error of the stub's."""
+    """A client that drops a kept-alive connection with a reset, or hangs up on a stream it
+    gave up on, is no error of the stub's."""
 
     def handle_error(self, request: Any, client_address: Any) -> None:
-        if not isinstance(sys.exc_info()[1], ConnectionResetError):
+        if not isinstance(sys.exc_info()[1], ConnectionError):
             super().handle_error(request, client_address)
 
 

@@ -35,7 +35,8 @@ class Reply:
     For a streaming request a message body is streamed, unless `plain` (then it is answered as
     JSON, as a server that cannot stream would); `cut_after` stops the stream after that many
     events and then sends `error_event` as an `event: error`, or without one cuts the
-    connection mid-stream; `endless` streams pings until the client goes away."""
+    connection mid-stream; `stall_after` sends that many events and then nothing until the
+    stub closes; `endless` streams pings until the client goes away."""
 
     body: Any = None
     status: int = 200
@@ -45,6 +46,7 @@ class Reply:
     plain: bool = False
     cut_after: int | None = None
     error_event: dict[str, Any] | None = None
+    stall_after: int | None = None
     endless: bool = False
 
 
@@ -112,6 +114,11 @@ def stream_error(error_type: str, detail: str, *, after: int = 1,
     whose message is `detail`."""
     error = {"type": "error", "error": {"type": error_type, "message": detail}}
     return replace(reply or message("stub answer"), cut_after=after, error_event=error)
+
+
+def stalled(reply: Reply, after: int) -> Reply:
+    """`reply` streamed for `after` events, then silence (the connection stays open)."""
+    return replace(reply, stall_after=after)
 
 
 def endless_pings() -> Reply:
@@ -185,6 +192,7 @@ class StubAnthropic:
         self._replies: queue.Queue[Reply] = queue.Queue()
         self._lock = threading.Lock()
         self._connections: set[socket.socket] = set()
+        self.released = threading.Event()  # set by close(): a stalled stream may end
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.stub = self
         self.port: int = self._server.server_address[1]
@@ -212,6 +220,7 @@ class StubAnthropic:
 
     def close(self) -> None:
         """Stop listening and cut every open connection (kept-alive ones would linger)."""
+        self.released.set()
         self._server.shutdown()
         self._server.server_close()
         with self._lock:
@@ -294,6 +303,11 @@ class _Handler(BaseHTTPRequestHandler):
                         return
                     self._event("error", reply.error_event)
                     break
+                if n == reply.stall_after:
+                    self.wfile.flush()
+                    self.stub.released.wait(10)
+                    self.close_connection = True
+                    return
                 self._event(event, data)
                 while reply.endless and n == 0:  # ends when the client hangs up
                     self._event("ping", {"type": "ping"})

@@ -33,6 +33,7 @@ from tests.llm.anthropic_stub import (
     http_error,
     message,
     plain,
+    stalled,
     stream_error,
 )
 
@@ -437,6 +438,23 @@ def test_an_error_status_to_a_stream_request_is_an_http_error(
     with pytest.raises(LlmHttpError) as caught:
         provider.complete(REQUEST, timeout_s=5, on_text=lambda _: None)
     assert caught.value.kind == "context"
+
+
+def test_a_stream_that_stops_sending_is_given_up_after_the_stall_timeout(
+        stub: StubAnthropic) -> None:
+    """A stream that goes silent mid-answer ends after llm.stall_timeout_s, not at the
+    request's budget: LlmUnavailable, as a dropped connection, with the text shown once."""
+    stub.queue(stalled(message("This answer never ends"), after=5))
+    provider = AnthropicProvider(base_url=stub.base_url, model="claude-stub-1",
+                                 stall_timeout_s=0.3)
+    pieces: list[str] = []
+    try:
+        with pytest.raises(LlmUnavailable, match=r"the stream stalled: the server sent nothing "
+                                                 r"for 0\.3s"):
+            provider.complete(REQUEST, timeout_s=30, on_text=pieces.append)
+    finally:
+        provider.close()
+    assert pieces == ["This", " ans"]
 
 
 def test_a_stream_that_outlasts_the_budget_is_cut_off(stub: StubAnthropic,

@@ -10,6 +10,7 @@ from typing import Any
 import openai
 import pytest
 
+from chalie.clock import ManualClock
 from chalie.errors import LlmBadResponse, LlmHttpError, LlmUnavailable
 from chalie.llm.openai_compat import OpenAICompatProvider
 from chalie.llm.types import ChatRequest, Message, ToolCall, ToolSpec, Usage
@@ -177,6 +178,67 @@ def test_a_stream_dropped_midway_is_unavailable(
     with pytest.raises(LlmUnavailable, match=r"^the stream broke off \(RemoteProtocolError"):
         provider.complete(REQUEST, timeout_s=10.0, on_text=sink)
     assert sink.pieces == ["Your", " pet"]
+
+
+def test_a_stream_that_stops_sending_is_given_up_after_the_stall_timeout(
+    stub: OpenAIStub
+) -> None:
+    """A server that sends two pieces and then nothing is given up after llm.stall_timeout_s,
+    long before the request's budget, as LlmUnavailable (like a dropped connection); the text
+    that did arrive was shown once."""
+    reply = sse_reply(completion("Your pet is Rex."), piece=4, pause_after=4)
+    stub.queue(reply)
+    provider = OpenAICompatProvider(base_url=stub.base_url, model="stub", stall_timeout_s=0.3)
+    sink = Sink()
+    try:
+        with pytest.raises(LlmUnavailable, match=r"^the stream stalled: the server sent nothing "
+                                                 r"for 0\.3s$") as caught:
+            provider.complete(REQUEST, timeout_s=10.0, on_text=sink)
+    finally:
+        reply.resume.set()
+        provider.close()
+    assert sink.pieces == ["Your", " pet"]
+    assert caught.value.recoverable is True
+
+
+def test_a_server_that_never_starts_its_stream_is_a_stall_too(stub: OpenAIStub) -> None:
+    """Headers and then silence: the same stall, before any text."""
+    reply = sse_reply(completion("Rex."), pause_after=0)
+    stub.queue(reply)
+    provider = OpenAICompatProvider(base_url=stub.base_url, model="stub", stall_timeout_s=0.3)
+    sink = Sink()
+    try:
+        with pytest.raises(LlmUnavailable, match="the stream stalled"):
+            provider.complete(REQUEST, timeout_s=10.0, on_text=sink)
+    finally:
+        reply.resume.set()
+        provider.close()
+    assert sink.pieces == []
+
+
+class _Ticking(ManualClock):
+    """A clock that moves a second each time it is read: a slow stream without waiting."""
+
+    def monotonic(self) -> float:
+        self.advance(1.0)
+        return super().monotonic()
+
+
+def test_a_stream_of_keep_alives_alone_is_cut_at_the_budget(stub: OpenAIStub) -> None:
+    """Comments keep the connection busy but answer nothing: the request's budget ends it
+    (checked between lines), where the stall timeout cannot."""
+    reply = sse_reply(completion("Rex."), pause_after=40)
+    reply.parts = [b": keep-alive\n\n"] * 40 + reply.parts
+    stub.queue(reply)
+    provider = OpenAICompatProvider(base_url=stub.base_url, model="stub", stall_timeout_s=5.0,
+                                    clock=_Ticking())
+    try:
+        with pytest.raises(LlmUnavailable, match=r"timed out after 10s while the answer was "
+                                                 r"streaming"):
+            provider.complete(REQUEST, timeout_s=10.0, on_text=Sink())
+    finally:
+        reply.resume.set()
+        provider.close()
 
 
 def test_a_stream_that_ends_before_the_answer_is_unavailable(

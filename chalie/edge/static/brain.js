@@ -1,6 +1,7 @@
 // The brain dashboard (/brain): wires every section to its loader, its Refresh button and
 // its error line, loads them all on open, and re-loads the live ones (goals, signals,
-// interfaces, MCP servers) every 15 seconds while the tab is visible.
+// interfaces, MCP servers, and the notices of background jobs that wait after failing)
+// every 15 seconds while the tab is visible.
 
 import { setupConfirmDialog } from './brain-ui.js';
 import { pairingSection, interfacesSection, mcpSection, subscriptionsSection } from './brain-links.js';
@@ -9,6 +10,7 @@ import { goalsSection, schedulesSection } from './brain-plans.js';
 import { signalsSection, turnsSection } from './brain-activity.js';
 import { spendingSection, proactiveSection } from './brain-spending.js';
 import { stateSection } from './brain-state.js';
+import { loadNotices } from './brain-notices.js';
 
 const POLL_MS = 15_000;
 
@@ -81,10 +83,13 @@ function startDashboard() {
     return { definition, ctx };
   });
   for (const { ctx } of contexts) ctx.reload();
+  loadNotices();
 
   const live = contexts.filter(({ definition }) => definition.poll);
   const reloadLive = () => {
-    if (document.visibilityState === 'visible') for (const { ctx } of live) ctx.reload();
+    if (document.visibilityState !== 'visible') return;
+    for (const { ctx } of live) ctx.reload();
+    loadNotices();
   };
   setInterval(reloadLive, POLL_MS);
   document.addEventListener('visibilitychange', reloadLive);
