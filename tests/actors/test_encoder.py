@@ -383,6 +383,8 @@ def test_two_invalid_answers_skip_the_window_until_the_channels_wait_is_over(
     assert numbered(provider.requests[2]) == numbered(provider.requests[0])
     assert [(f, t) for _, f, t, _ in episodes(tree)] == [(1, 4)]
     assert outcomes(tree) == {"retried": 1, "skipped": 1, "encoded": 1}
+    # The encoder hears that the episodes were stored after they are on disk.
+    until(tree, lambda: bool(events(log_records, "background_recovered")), "the recovery")
     assert [e["failures"] for e in events(log_records, "background_recovered")] == [1]
     assert counter(tree.metrics, "chalie_background_backoff", job="encoder") == 0
     assert tree.backoff is not None
