@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from chalie.background.governor import GOVERNED, WINDOW_S, Governor
+from chalie.background.governor import GOVERNED, STORE_RETRY_S, WINDOW_S, Governor
 from chalie.clock import ManualClock
 from chalie.metrics import Metrics
 
@@ -286,3 +286,25 @@ def test_every_governed_path_is_held_to_its_budget(path: str) -> None:
     assert governor.has_room(path) is True
     governor.charge(path, 1)
     assert governor.has_room(path) is False
+
+
+def test_no_path_has_room_while_the_store_cannot_take_writes(
+    log_records: list[logging.LogRecord],
+) -> None:
+    """Background work that could not be stored spends no tokens: every governed path pauses
+    (logged once), tries again STORE_RETRY_S later, and has room once the store takes writes;
+    the person's path is never held back here (the Session keeps their messages)."""
+    clock = ManualClock()
+    writable = [True]
+    governor = Governor(BUDGETS, clock, Metrics(), store_writable=lambda: writable[0])
+    assert governor.has_room("dmn")
+    writable[0] = False
+    assert not governor.has_room("dmn")
+    assert not governor.has_room("dmn")
+    assert governor.has_room("user")
+    assert governor.frees_at("dmn") == clock.time() + STORE_RETRY_S
+    writable[0] = True
+    assert governor.has_room("dmn")
+    said = [r.msg["event"] for r in log_records  # type: ignore[index]
+            if isinstance(r.msg, dict) and r.msg.get("path") == "dmn"]
+    assert said == ["background_paused", "background_resumed"]

@@ -25,7 +25,8 @@ def health(server: ServerProcess) -> httpx.Response:
 def test_a_full_disk_keeps_every_message_and_answers_it_when_space_is_freed(
     tmp_path: Path, small_disk: Path, llm: StubLlm
 ) -> None:
-    server = ServerProcess(tmp_path, llm, store={"fault_probe_s": 0.2}).start()
+    server = ServerProcess(tmp_path, llm, store={"fault_probe_s": 0.2, "hold_messages": 2}
+                           ).start()
     try:
         client = server.connect()
         assert client.turn("before the disk fills")[-2]["type"] == "message"
@@ -60,6 +61,11 @@ def test_a_full_disk_keeps_every_message_and_answers_it_when_space_is_freed(
         # The same message sent again (a client that reconnected) is not kept twice.
         client.send({"type": "chat", "text": "second while full", "client_id": "c-2"})
         assert len(llm.requests) == calls
+        assert health(server).json()["store"]["held_messages"] == 2
+        # Past store.hold_messages, a message is refused, saying to send it again.
+        client.send({"type": "chat", "text": "third while full", "client_id": "c-3"})
+        refused = client.recv_until(lambda f: f["type"] == "error")[-1]
+        assert "could not be kept; send it again" in refused["message"]
         assert health(server).json()["store"]["held_messages"] == 2
 
         filler.unlink()  # space again: both are stored and answered, in order, once each
