@@ -11,6 +11,7 @@ import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -60,3 +61,14 @@ def fill(directory: Path) -> Path:
     finally:
         os.close(fd)
     return filler
+
+
+def kept(client: Any, text: str, client_id: str) -> list[dict[str, Any]]:
+    """Send a chat while the store cannot take writes: the frames up to the `error` saying it
+    is kept, and the `done` after it when a turn had started for it (it ran into the fault)
+    rather than being kept at once (the store was known to be faulted when it arrived)."""
+    client.send({"type": "chat", "text": text, "client_id": client_id})
+    frames: list[dict[str, Any]] = client.recv_until(lambda f: f["type"] == "error")
+    if frames[-1].get("exchange_id"):
+        frames += client.recv_until(lambda f: f["type"] == "done")
+    return frames

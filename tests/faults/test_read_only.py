@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.faults.conftest import kept
 from tests.integration.harness import ServerProcess, StubLlm, db_rows, wait_for
 
 
@@ -50,10 +51,9 @@ def test_a_store_that_cannot_be_written_keeps_messages_until_it_can(
         files = [server.db_path, server.db_path.with_name("chalie.db-wal")]
         can_chattr.extend(files)
         immutable(files, on=True)
-        frames = client.turn("while read-only", client_id="r-1")
-        assert [f["type"] for f in frames][-2:] == ["error", "done"]
-        assert "cannot be written" in frames[-2]["message"]
-        assert "kept" in frames[-2]["message"]
+        error = next(f for f in kept(client, "while read-only", "r-1") if f["type"] == "error")
+        assert "cannot be written" in error["message"]
+        assert "kept" in error["message"]
         reply = httpx.get(f"{server.url}/health", timeout=10)
         assert reply.status_code == 503
         assert reply.json()["store"]["state"] == "read_only"
