@@ -12,7 +12,7 @@ added by the document's builder, not repeated here.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import msgspec
@@ -58,7 +58,8 @@ class Operation:
     Struct, a list of one, ...), to `Raw`, or to None for an empty body; `errors` are the
     statuses this operation answers with an ErrorBody besides the common ones. `auth` lists the
     security schemes of which any one lets the request in (empty: public); `auth_optional`
-    lets a request without any in too (GET /metrics without server.metrics_token)."""
+    lets a request without any in too (GET /metrics without server.metrics_token). `example`
+    is a request body the operation accepts, shown in the document."""
 
     summary: str
     responses: Mapping[int, Any]
@@ -69,7 +70,7 @@ class Operation:
     path: tuple[Param, ...] = ()
     errors: tuple[int, ...] = ()
     description: str = ""
-    tags: tuple[str, ...] = field(default_factory=tuple)
+    example: Any = None  # a JSON body that the operation accepts
 
 
 # Query parameters several endpoints share.

@@ -165,7 +165,10 @@ def _operation(path: str, method: str, operation_id: str, op: Operation,
     if parameters:
         out["parameters"] = parameters
     if op.body is not None:
-        out["requestBody"] = {"required": True, "content": _content(op.body, types)}
+        content = _content(op.body, types)
+        if op.example is not None:
+            content[_JSON]["example"] = op.example
+        out["requestBody"] = {"required": True, "content": content}
     out["responses"] = _responses(path, method, op, types)
     schemes: list[dict[str, list[str]]] = [{name: []} for name in op.auth]
     out["security"] = [*schemes, {}] if op.auth_optional else schemes

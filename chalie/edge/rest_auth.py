@@ -43,7 +43,7 @@ def locked_out(handler: JsonHandler, throttle: LoginThrottle, remote: str,
 class LoginHandler(JsonHandler):
     api = {"post": Operation(
         "Log in with the password: the answer sets the login cookie (chalie_session)",
-        {200: Ok}, body=LoginBody, errors=(401, 429),
+        {200: Ok}, body=LoginBody, errors=(401, 429), example={"password": "the password"},
         description="An address that sends too many wrong passwords is refused (429, with "
                     "Retry-After) for a while, right password or not.")}
 

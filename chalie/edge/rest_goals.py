@@ -112,7 +112,8 @@ class GoalsHandler(AuthedHandler):
                              one_of("state", goal_rows.STATES, "only goals in it"),
                              limit_param(DEFAULT_LIMIT, MAX_LIMIT), OFFSET)),
         "post": Operation("A goal for Chalie to pursue in the background: stored, then planned",
-                          {201: GoalCreated}, auth=(COOKIE_AUTH,), body=GoalBody),
+                          {201: GoalCreated}, auth=(COOKIE_AUTH,), body=GoalBody,
+                          example={"goal": "Find three quiet cafes near the office"}),
     }
 
     async def get(self) -> None:

@@ -126,7 +126,9 @@ class PairHandler(JsonHandler):
 
     api = {"post": Operation(
         "Pair a program with a pairing key: Chalie checks its /health and /capabilities",
-        {201: Paired}, body=PairBody, errors=(401, 429, 502),
+        {201: Paired}, body=PairBody, errors=(401, 429, 502), example={
+            "pairing_key": "the key from POST /api/interfaces/pairing-key", "name": "weather",
+            "host": "127.0.0.1", "port": 8790, "signals": ["weather_update"]},
         description="Authenticated by the pairing key in the body. A wrong, used or expired key "
                     "is a 401; an interface that fails its checks a 502 naming what failed.")}
 

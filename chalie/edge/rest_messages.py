@@ -43,7 +43,9 @@ def interface_channel(interface_id: str) -> str:
 class MessagesHandler(JsonHandler):
     api = {"post": Operation(
         "An interface talks to Chalie: the message runs a turn on its own channel",
-        {202: MessageAccepted}, auth=(INTERFACE_AUTH,), body=MessageBody,
+        {202: MessageAccepted}, auth=(INTERFACE_AUTH,), body=MessageBody, example={
+            "text": "Your appointment moved to 3pm", "source": "calendar",
+            "topic": "appointments"},
         description="What Chalie concludes reaches the person as a notification; the "
                     "interface gets only the message's id.")}
 

@@ -118,7 +118,9 @@ class SchedulesHandler(AuthedHandler):
                              one_of("state", schedule_rows.STATES, "only schedules in it"),
                              limit_param(DEFAULT_LIMIT, MAX_LIMIT), OFFSET)),
         "post": Operation("Schedule a prompt: once (`at`) or on a cron schedule",
-                          {201: Schedule}, auth=(COOKIE_AUTH,), body=ScheduleBody,
+                          {201: Schedule}, auth=(COOKIE_AUTH,), body=ScheduleBody, example={
+                              "prompt": "Remind me to stretch", "cron": "0 9 * * 1-5",
+                              "timezone": "Europe/Paris"},
                           description="A bad cron, an unknown zone, a time in the past or a "
                                       "missing field is a 400 naming the field."),
     }

@@ -29,6 +29,8 @@ from chalie.world.signals import (
 )
 
 RETRY_AFTER_S = 1  # what a rate-limited sender is told to wait
+EXAMPLE = {"signal_type": "weather_update", "content": "Heavy rain expected this evening",
+           "source": "weather-service", "topic": "weather", "activation_energy": 0.6}
 SENDERS = (INTERFACE_AUTH, COOKIE_AUTH)
 
 
@@ -110,6 +112,7 @@ class SignalHandler(_SignalHandler):
         "post": Operation(
             "Report one signal: it goes to world state (no LLM is called)",
             {202: SignalAccepted}, auth=SENDERS, body=SignalIn, errors=(403, 429),
+            example=EXAMPLE,
             description="An interface may emit only the signal types it declared at pairing "
                         "(403 for another); each sender is rate-limited (429)."),
     }
@@ -153,7 +156,7 @@ class BatchHandler(_SignalHandler):
     api = {"post": Operation(
         f"Report up to {BATCH_MAX} signals, each checked and limited on its own",
         {200: BatchResult}, auth=SENDERS,
-        body=Annotated[list[SignalIn], msgspec.Meta(max_length=BATCH_MAX)],
+        body=Annotated[list[SignalIn], msgspec.Meta(max_length=BATCH_MAX)], example=[EXAMPLE],
         description="A signal that is refused is listed in `errors` with the status it would "
                     "have got alone; the others are accepted.")}
 

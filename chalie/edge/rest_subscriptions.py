@@ -45,7 +45,8 @@ class SubscriptionsHandler(_Base):
                          auth=(COOKIE_AUTH,)),
         "post": Operation("Read a new broadcast stream: stored, then connected",
                           {201: SubscriptionState}, auth=(COOKIE_AUTH,), body=SubscriptionBody,
-                          errors=(409,)),
+                          errors=(409,), example={"name": "news", "signals": ["headline"],
+                                                  "url": "wss://feeds.example.org/stream"}),
     }
 
     async def get(self) -> None:
