@@ -5,6 +5,8 @@ from __future__ import annotations
 import tornado.web
 
 from chalie.edge.context import EdgeContext
+from chalie.edge.openapi import PATH as OPENAPI_PATH
+from chalie.edge.openapi import OpenApiHandler
 from chalie.edge.pages import CardHandler, PageHandler, SessionHandler, StaticHandler
 from chalie.edge.rest_auth import LoginHandler, LogoutHandler
 from chalie.edge.rest_background import ProactiveHandler, SpendingHandler
@@ -85,6 +87,7 @@ def make_app(ctx: EdgeContext) -> tornado.web.Application:
             (r"/api/images/([^/]+)", ImageHandler, args),
             (r"/api/mcp", McpHandler, args),
             (r"/api/state", StateHandler, args),
+            (OPENAPI_PATH, OpenApiHandler, args),
         ],
         websocket_max_message_size=max(HARD_FRAME_LIMIT, ctx.config.server.max_frame_bytes),
         websocket_ping_interval=None,

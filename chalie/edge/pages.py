@@ -23,6 +23,7 @@ import tornado.ioloop
 import tornado.web
 
 from chalie.config import CHANNEL_RE
+from chalie.edge.api_spec import COOKIE_AUTH, Ok, Operation
 from chalie.edge.context import EdgeContext
 from chalie.edge.rest_base import AuthedHandler
 from chalie.edge.session_cookie import logged_in
@@ -118,9 +119,11 @@ class SessionHandler(AuthedHandler):
     """GET /auth/session: 200 while the login cookie is good (the pages ask before connecting),
     else 401 like every other endpoint."""
 
+    api = {"get": Operation("200 while the login cookie is good", {200: Ok}, auth=(COOKIE_AUTH,))}
+
     async def get(self) -> None:
         self.query_params()
-        self.write_json({"ok": True})
+        self.write_json(Ok())
 
 
 _CARD_BASE = (

@@ -10,6 +10,7 @@ import tornado.ioloop
 import tornado.web
 
 from chalie.actors.store_writer_messages import CreateAuthSession, EndAuthSession
+from chalie.edge.api_spec import ErrorBody, Ok, Operation
 from chalie.edge.auth import COOKIE, Authenticator, LoginThrottle, token_hash
 from chalie.edge.rest_base import JsonHandler
 from chalie.edge.session_cookie import clear_session_cookie, set_session_cookie
@@ -34,14 +35,18 @@ def locked_out(handler: JsonHandler, throttle: LoginThrottle, remote: str,
     handler.ctx.metrics.auth_locked_out.labels(what=what).inc()
     handler.set_status(429)
     handler.set_header("Retry-After", str(max(1, round(wait))))
-    handler.write_json({
-        "error": f"too many wrong {_TRIED[what]} from {remote}; try again in {wait:.0f}s",
-        "status": 429,
-    })
+    handler.write_json(ErrorBody(
+        f"too many wrong {_TRIED[what]} from {remote}; try again in {wait:.0f}s", 429))
     return True
 
 
 class LoginHandler(JsonHandler):
+    api = {"post": Operation(
+        "Log in with the password: the answer sets the login cookie (chalie_session)",
+        {200: Ok}, body=LoginBody, errors=(401, 429), example={"password": "the password"},
+        description="An address that sends too many wrong passwords is refused (429, with "
+                    "Retry-After) for a while, right password or not.")}
+
     async def post(self) -> None:
         body = self.decode_body(LoginBody)
         remote = self.request.remote_ip or "unknown"
@@ -60,12 +65,14 @@ class LoginHandler(JsonHandler):
         message = CreateAuthSession(token_hash(token), now, now + lifetime_s)
         await self.ask("store_writer", message, timeout=10)
         set_session_cookie(self, self.ctx, token, lifetime_s=lifetime_s)
-        self.write_json({"ok": True})
+        self.write_json(Ok())
 
 
 class LogoutHandler(JsonHandler):
     """POST /auth/logout: ends the session of the cookie sent and clears the cookie; 200 with
     no cookie or a dead one too (there is nothing left to end)."""
+
+    api = {"post": Operation("End the login cookie's session and clear the cookie", {200: Ok})}
 
     async def post(self) -> None:
         token = self.get_cookie(COOKIE)
@@ -74,4 +81,4 @@ class LogoutHandler(JsonHandler):
             if ended:
                 log.info("logged_out", remote=self.request.remote_ip)
         clear_session_cookie(self, self.ctx)
-        self.write_json({"ok": True})
+        self.write_json(Ok())

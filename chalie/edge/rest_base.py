@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 from urllib.parse import urlsplit
 
 import apsw
@@ -28,6 +28,7 @@ import tornado.web
 from tornado.ioloop import IOLoop
 
 from chalie.config import Config
+from chalie.edge.api_spec import ErrorBody, Operation
 from chalie.edge.auth import COOKIE, token_hash
 from chalie.edge.context import EdgeContext
 from chalie.edge.session_cookie import logged_in
@@ -62,6 +63,8 @@ class ApiError(tornado.web.HTTPError):
 
 
 class JsonHandler(tornado.web.RequestHandler):
+    api: ClassVar[Mapping[str, Operation]] = {}  # method -> its description (api_spec.py)
+
     def initialize(self, ctx: EdgeContext) -> None:
         self.ctx = ctx
 
@@ -136,7 +139,7 @@ class JsonHandler(tornado.web.RequestHandler):
             for name, value in exc_info[1].headers.items():
                 self.set_header(name, value)
         self.set_header("Content-Type", "application/json")
-        self.finish(msgspec.json.encode({"error": error, "status": status_code}))
+        self.finish(msgspec.json.encode(ErrorBody(error, status_code)))
 
     def _refuse(self, status: int, reason: str, message: str,
                 headers: Mapping[str, str] | None = None) -> ApiError:

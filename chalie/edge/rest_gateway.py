@@ -7,11 +7,34 @@ is reached from the server, never from the browser, and only with the person's c
 
 from __future__ import annotations
 
+from typing import Any
+
+import msgspec
+
+from chalie.edge.api_spec import COOKIE_AUTH, Operation, path_id
 from chalie.edge.rest_base import ApiError, AuthedHandler, shown
 from chalie.interfaces.errors import InterfaceError
 
 
+class Gateway(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    interface_id: str
+    name: str
+    version: str
+    online: bool
+    path: str
+
+
+class Rendered(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    blocks: list[dict[str, Any]]  # the interface's Block[], checked (chalie/interfaces/blocks.py)
+    gateway: Gateway
+
+
 class GatewayRenderHandler(AuthedHandler):
+    api = {"get": Operation(
+        "An interface's own UI, as blocks, fetched by the server", {200: Rendered},
+        auth=(COOKIE_AUTH,), path=(path_id("interface_id", "the interface's id"),),
+        errors=(404, 502))}
+
     async def get(self, interface_id: str) -> None:
         self.query_params()
         board, client = self.ctx.interfaces, self.ctx.interface_client
@@ -25,8 +48,5 @@ class GatewayRenderHandler(AuthedHandler):
             blocks = await self.off_loop(lambda: client.render(row.host, row.port))
         except InterfaceError as e:
             raise ApiError(502, f"{row.name} did not answer: {e}") from None
-        self.write_json({
-            "blocks": blocks,
-            "gateway": {"interface_id": row.id, "name": row.name, "version": row.version,
-                        "online": state.online, "path": f"/gw/{row.id}/render"},
-        })
+        self.write_json(Rendered(blocks, Gateway(row.id, row.name, row.version, state.online,
+                                                 f"/gw/{row.id}/render")))

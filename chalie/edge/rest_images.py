@@ -10,15 +10,37 @@ Content-Length before the body is read, where the client sent one). Answers 201
 from __future__ import annotations
 
 import uuid
+from typing import Literal, cast, get_args
 
+import msgspec
+
+from chalie.edge.api_spec import COOKIE_AUTH, Operation, Raw, path_id
 from chalie.edge.frames import MAX_IMAGE_ID
 from chalie.edge.rest_base import ApiError, AuthedHandler, shown
 from chalie.edge.rest_schedules import apply
 from chalie.store.background_ops import InsertImage
 from chalie.store.image_rows import load, sniff
 
+MediaType = Literal["image/png", "image/jpeg", "image/webp", "image/gif"]
+_BYTES = {"type": "string", "format": "binary"}
+
+
+class StoredImage(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    image_id: str  # for a `chat` frame's `image_ids`
+    media_type: MediaType
+    size: int  # bytes
+
 
 class ImagesHandler(AuthedHandler):
+    api = {"post": Operation(
+        "Upload an image for a later chat frame's image_ids", {201: StoredImage},
+        auth=(COOKIE_AUTH,), body=Raw({
+            "application/octet-stream": _BYTES,
+            "multipart/form-data": {"type": "object", "properties": {"image": _BYTES}},
+        }, "the image's bytes (PNG, JPEG, WebP or GIF), or a form whose one file is the image"),
+        description="What the image is comes from its first bytes; larger than "
+                    "images.max_bytes is a 413.")}
+
     def body_limit(self) -> tuple[int, str]:
         return self.ctx.config.images.max_bytes + _FORM_SLACK, "images.max_bytes"
 
@@ -46,7 +68,7 @@ class ImagesHandler(AuthedHandler):
         image_id = uuid.uuid4().hex
         await apply(self, InsertImage(image_id, media_type, data))
         self.set_status(201)
-        self.write_json({"image_id": image_id, "media_type": media_type, "size": len(data)})
+        self.write_json(StoredImage(image_id, cast(MediaType, media_type), len(data)))
 
     def _image_bytes(self) -> bytes:
         files = self.request.files
@@ -64,6 +86,12 @@ _FORM_SLACK = 64 * 1024  # a multipart form's boundaries and headers around the 
 class ImageHandler(AuthedHandler):
     """GET /api/images/<id>: an uploaded image's bytes, as its sniffed type (the chat page shows
     the person's images again after a reload). Served with a policy that runs nothing."""
+
+    api = {"get": Operation(
+        "An uploaded image's bytes, as its type", {200: Raw(
+            dict.fromkeys(get_args(MediaType), _BYTES), "the image")},
+        auth=(COOKIE_AUTH,), errors=(404,),
+        path=(path_id("image_id", "the image's id", max_chars=MAX_IMAGE_ID),))}
 
     async def get(self, image_id: str) -> None:
         self.query_params()

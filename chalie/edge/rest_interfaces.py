@@ -25,6 +25,7 @@ from chalie.actors.store_writer_messages import (
     PairInterface,
     UpdateCapabilities,
 )
+from chalie.edge.api_spec import COOKIE_AUTH, Operation, path_id
 from chalie.edge.rest_auth import locked_out
 from chalie.edge.rest_base import ApiError, AuthedHandler, JsonHandler, shown
 from chalie.interfaces.board import InterfaceState, provider_key, token_hash
@@ -47,11 +48,68 @@ class PairBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     name: str
     host: str
     port: int
-    signals: list[str] | None = None
+    signals: list[str] | None = None  # the signal types it may emit ("*": any); None: any
+
+
+class PairingKey(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    pairing_key: str
+    expires_at: float
+
+
+class Paired(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The interface's id, and its bearer token: shown this once, only its hash is kept."""
+
+    interface_id: str
+    signal_token: str
+
+
+class InterfaceTool(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    name: str
+    description: str
+    parameters: dict[str, Any]  # a JSON schema of its arguments
+
+
+class Interface(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A paired interface, its health, and the names of the tools it lends."""
+
+    id: str
+    name: str
+    host: str
+    port: int
+    version: str
+    signals: list[str] | None
+    online: bool
+    failures: int
+    last_check_at: float | None
+    last_error: str | None
+    changed_at: float | None
+    paired_at: float
+    refreshed_at: float
+    tools: list[str]
+
+
+class InterfaceDetail(Interface, frozen=True, forbid_unknown_fields=True):
+    """As Interface, with each tool described as the model sees it."""
+
+    tools: list[InterfaceTool]  # type: ignore[assignment]
+
+
+class Interfaces(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    items: list[Interface]
+
+
+class Unpaired(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    unpaired: str
+
+
+_ID = (path_id("interface_id", "the interface's id"),)
 
 
 class PairingKeyHandler(AuthedHandler):
     """POST /api/interfaces/pairing-key: a one-time key, good for interfaces.pairing_key_ttl_s."""
+
+    api = {"post": Operation("A one-time pairing key, good for interfaces.pairing_key_ttl_s",
+                             {200: PairingKey}, auth=(COOKIE_AUTH,))}
 
     async def post(self) -> None:
         self.query_params()
@@ -59,12 +117,20 @@ class PairingKeyHandler(AuthedHandler):
         now = self.ctx.clock.time()
         expires = now + self.ctx.config.interfaces.pairing_key_ttl_s
         await self.ask("store_writer", CreatePairingKey(token_hash(key), now, expires))
-        self.write_json({"pairing_key": key, "expires_at": expires})
+        self.write_json(PairingKey(key, expires))
 
 
 class PairHandler(JsonHandler):
     """POST /api/interfaces/pair: authenticated by the pairing key in the body. An address that
     offers too many wrong keys is refused (429) for a while, right key or not."""
+
+    api = {"post": Operation(
+        "Pair a program with a pairing key: Chalie checks its /health and /capabilities",
+        {201: Paired}, body=PairBody, errors=(401, 429, 502), example={
+            "pairing_key": "the key from POST /api/interfaces/pairing-key", "name": "weather",
+            "host": "127.0.0.1", "port": 8790, "signals": ["weather_update"]},
+        description="Authenticated by the pairing key in the body. A wrong, used or expired key "
+                    "is a 401; an interface that fails its checks a 502 naming what failed.")}
 
     async def post(self) -> None:
         body = self.decode_body(PairBody)
@@ -103,7 +169,7 @@ class PairHandler(JsonHandler):
         log.info("interface_paired", interface_id=row.id, name=name,
                  capabilities=len(capabilities))
         self.set_status(201)
-        self.write_json({"interface_id": row.id, "signal_token": token})
+        self.write_json(Paired(row.id, token))
 
     def _client(self) -> Any:
         client = self.ctx.interface_client
@@ -112,12 +178,8 @@ class PairHandler(JsonHandler):
         return client
 
 
-class InterfacesHandler(AuthedHandler):
-    """GET /api/interfaces: every paired interface with its online state and tool names."""
-
-    async def get(self) -> None:
-        self.query_params()
-        self.write_json({"items": [self._item(s) for s in self._board().all()]})
+class _InterfaceBase(AuthedHandler):
+    """What the interface endpoints share: the board, and an interface as they show it."""
 
     def _board(self) -> Any:
         board = self.ctx.interfaces
@@ -125,19 +187,17 @@ class InterfacesHandler(AuthedHandler):
             raise ApiError(503, "interfaces are not available on this server")
         return board
 
-    def _item(self, state: InterfaceState) -> dict[str, Any]:
+    def _item(self, state: InterfaceState) -> Interface:
         row = state.row
-        return {
-            "id": row.id, "name": row.name, "host": row.host, "port": row.port,
-            "version": row.version,
-            "signals": list(row.signals) if row.signals is not None else None,
-            "online": state.online, "failures": state.failures,
-            "last_check_at": state.last_check_at, "last_error": state.last_error,
-            "changed_at": state.changed_at, "paired_at": row.paired_at,
-            "refreshed_at": row.refreshed_at,
-            "tools": list(self.ctx.tools.names_of(provider_key(row.id)))
+        return Interface(
+            id=row.id, name=row.name, host=row.host, port=row.port, version=row.version,
+            signals=list(row.signals) if row.signals is not None else None,
+            online=state.online, failures=state.failures, last_check_at=state.last_check_at,
+            last_error=state.last_error, changed_at=state.changed_at, paired_at=row.paired_at,
+            refreshed_at=row.refreshed_at,
+            tools=list(self.ctx.tools.names_of(provider_key(row.id)))
             if self.ctx.tools is not None else [],
-        }
+        )
 
     def _state(self, interface_id: str) -> InterfaceState:
         state: InterfaceState | None = self._board().get(interface_id)
@@ -145,23 +205,40 @@ class InterfacesHandler(AuthedHandler):
             raise ApiError(404, f"no paired interface {shown(interface_id)}")
         return state
 
-    def _detail(self, state: InterfaceState) -> dict[str, Any]:
+    def _detail(self, state: InterfaceState) -> InterfaceDetail:
         item = self._item(state)
         registry = self.ctx.tools.current() if self.ctx.tools is not None else None
         tools = []
-        for name in item["tools"]:
+        for name in item.tools:
             tool = registry.get(name) if registry is not None else None
             if tool is not None:
-                tools.append({"name": name, "description": tool.spec.description,
-                              "parameters": tool.spec.parameters})
-        item["tools"] = tools
-        return item
+                tools.append(InterfaceTool(name, tool.spec.description, tool.spec.parameters))
+        fields = {f: getattr(item, f) for f in Interface.__struct_fields__ if f != "tools"}
+        return InterfaceDetail(**fields, tools=tools)
 
 
-class InterfaceHandler(InterfacesHandler):
+class InterfacesHandler(_InterfaceBase):
+    """GET /api/interfaces: every paired interface with its online state and tool names."""
+
+    api = {"get": Operation("Every paired interface with its online state and tool names",
+                            {200: Interfaces}, auth=(COOKIE_AUTH,))}
+
+    async def get(self) -> None:
+        self.query_params()
+        self.write_json(Interfaces([self._item(s) for s in self._board().all()]))
+
+
+class InterfaceHandler(_InterfaceBase):
     """GET /api/interfaces/<id> (detail with tools), DELETE (unpair at once)."""
 
-    async def get(self, interface_id: str) -> None:  # type: ignore[override]
+    api = {
+        "get": Operation("A paired interface, with its tools as the model sees them",
+                         {200: InterfaceDetail}, auth=(COOKIE_AUTH,), path=_ID, errors=(404,)),
+        "delete": Operation("Unpair an interface: its token is refused from the answer on",
+                            {200: Unpaired}, auth=(COOKIE_AUTH,), path=_ID, errors=(404,)),
+    }
+
+    async def get(self, interface_id: str) -> None:
         self.query_params()
         self.write_json(self._detail(self._state(interface_id)))
 
@@ -174,11 +251,14 @@ class InterfaceHandler(InterfacesHandler):
         log.info("interface_unpaired", interface_id=interface_id)
         if self.ctx.gate is not None:
             self.ctx.gate.forget(interface_id)
-        self.write_json({"unpaired": interface_id})
+        self.write_json(Unpaired(interface_id))
 
 
-class RefreshHandler(InterfacesHandler):
+class RefreshHandler(_InterfaceBase):
     """POST /api/interfaces/<id>/refresh: fetch its capabilities again."""
+
+    api = {"post": Operation("Fetch an interface's capabilities again", {200: InterfaceDetail},
+                             auth=(COOKIE_AUTH,), path=_ID, errors=(404, 502))}
 
     async def post(self, interface_id: str) -> None:
         self.query_params()

@@ -10,8 +10,10 @@ from __future__ import annotations
 from typing import Any, ClassVar, Literal
 
 import apsw
+import msgspec
 
 from chalie.actors.store_writer_messages import ForgetItem
+from chalie.edge.api_spec import COOKIE_AUTH, OFFSET, Operation, Param, limit_param, text_param
 from chalie.edge.rest_base import (
     MAX_SQL_INT,
     ApiError,
@@ -24,7 +26,7 @@ from chalie.memory import fts
 from chalie.memory.recall import Hit, Recalled
 from chalie.memory.redact import Redactor
 from chalie.store import memory_queries as mq
-from chalie.values.memory import Kind, split
+from chalie.values.memory import Kind, KindName, split
 
 MAX_QUERY_CHARS = 1000
 MAX_LIMIT = 1000
@@ -32,6 +34,88 @@ DEFAULT_LIMIT = 100
 MAX_K = 50
 DEFAULT_K = 12
 FORGET_TIMEOUT_S = 10.0
+
+
+class KnowledgeItem(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A fact (memory_queries.knowledge_rows): valid from `valid_from` until `valid_to`
+    (null while current), when `superseded_by` replaced it."""
+
+    id: int
+    key: str
+    value: str
+    kind: Literal["fact", "trait", "preference"]
+    source: Literal["tool", "identity", "encoder"]
+    confidence: float
+    turn_id: str | None
+    current: bool
+    valid_from: float
+    valid_to: float | None
+    superseded_by: int | None
+
+
+class Knowledge(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    items: list[KnowledgeItem]
+
+
+class Episode(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """An episode (memory_queries.episode_rows): what a stretch of talk was about."""
+
+    id: int
+    channel: str
+    gist: str
+    intent: str
+    outcome: str
+    entities: list[str]
+    open_loops: list[str]
+    salience: float
+    valence: float
+    transcript_from: int
+    transcript_to: int
+    encoding_id: str
+    happened_at: float
+    created_at: float
+
+
+class Episodes(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    items: list[Episode]
+
+
+class SearchHit(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One thing recall brought up, with the scores that ranked it."""
+
+    kind: KindName
+    id: int
+    text: str
+    created_at: float
+    channel: str | None
+    role: str | None
+    key: str | None
+    score: float
+    rrf: float
+    fts_rank: int | None
+    vector_rank: int | None
+    similarity: float | None
+    recency: float
+    strength: float
+
+
+class SearchResults(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    query: str
+    degraded: str | None  # why the vector ranking was left out, when it was
+    results: list[SearchHit]
+
+
+class ForgottenItem(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    kind: Literal["knowledge", "episode"]
+    id: int
+
+
+class Forgotten(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    forgotten: ForgottenItem
+
+
+_Q = text_param("q", MAX_QUERY_CHARS, "only the items whose text holds this")
+_PAGE = (limit_param(DEFAULT_LIMIT, MAX_LIMIT), OFFSET)
 
 
 def _page(params: QueryParams) -> tuple[int, int]:
@@ -43,6 +127,12 @@ class KnowledgeHandler(AuthedHandler):
     """GET /api/memory/knowledge[?q=&history=&limit=&offset=]: current facts by key; with
     history=1 also the values they replaced, each with its validity interval."""
 
+    api = {"get": Operation(
+        "Current facts by key (with history=1 also the values they replaced)", {200: Knowledge},
+        auth=(COOKIE_AUTH,),
+        query=(_Q, Param("history", {"type": "string", "enum": ["0", "1", "true", "false"]},
+                         "also the replaced values"), *_PAGE))}
+
     async def get(self) -> None:
         params = self.query_params("q", "history", "limit", "offset")
         query = params.text("q", max_chars=MAX_QUERY_CHARS)
@@ -50,19 +140,22 @@ class KnowledgeHandler(AuthedHandler):
         limit, offset = _page(params)
         rows = await self.off_loop(lambda: mq.knowledge_rows(
             self.ctx.read(), query=query, history=history, limit=limit, offset=offset))
-        self.write_json({"items": rows})
+        self.write_json(Knowledge(msgspec.convert(rows, list[KnowledgeItem])))
 
 
 class EpisodesHandler(AuthedHandler):
     """GET /api/memory/episodes[?q=&limit=&offset=]: newest first; with q, the episodes that
     match it in full text, best first."""
 
+    api = {"get": Operation("Episodes, newest first; with q, those that match it, best first",
+                            {200: Episodes}, auth=(COOKIE_AUTH,), query=(_Q, *_PAGE))}
+
     async def get(self) -> None:
         params = self.query_params("q", "limit", "offset")
         query = params.text("q", max_chars=MAX_QUERY_CHARS)
         limit, offset = _page(params)
         rows = await self.off_loop(lambda: _episodes(self.ctx.read(), query, limit, offset))
-        self.write_json({"items": rows})
+        self.write_json(Episodes(msgspec.convert(rows, list[Episode])))
 
 
 def _episodes(conn: apsw.Connection, query: str | None, limit: int,
@@ -80,6 +173,13 @@ class SearchHandler(AuthedHandler):
     """GET /api/memory/search?q=...[&k=]: what recall would bring up for `q`, with the scores
     that ranked it ("why did it remember that?")."""
 
+    api = {"get": Operation(
+        "What recall would bring up for q, with the scores that ranked it", {200: SearchResults},
+        auth=(COOKIE_AUTH,), query=(
+            text_param("q", MAX_QUERY_CHARS, "what to recall", required=True),
+            Param("k", {"type": "integer", "minimum": 1, "maximum": MAX_K,
+                        "default": DEFAULT_K}, "how many results at most")))}
+
     async def get(self) -> None:
         params = self.query_params("q", "k")
         query = params.required_text("q", max_chars=MAX_QUERY_CHARS)
@@ -93,35 +193,40 @@ class SearchHandler(AuthedHandler):
             return recall.recall(conn, query, k), Redactor(mq.forgotten(conn))
 
         recalled, redact = await self.off_loop(search)
-        self.write_json({"query": query, "degraded": recalled.degraded,
-                         "results": [_result(hit, redact) for hit in recalled.hits]})
+        self.write_json(SearchResults(query, recalled.degraded,
+                                      [_result(hit, redact) for hit in recalled.hits]))
 
 
-def _result(hit: Hit, redact: Redactor) -> dict[str, Any]:
+def _result(hit: Hit, redact: Redactor) -> SearchHit:
     """A hit as the model would see it: what the person forgot is blanked out of older text."""
     item = hit.item
     text = redact(item.text, item.created_at)
-    return {"kind": item.kind, "id": item.id, "text": text, "created_at": item.created_at,
-            "channel": item.channel, "role": item.role, "key": item.key, "score": hit.score,
-            "rrf": hit.rrf, "fts_rank": hit.fts_rank, "vector_rank": hit.vector_rank,
-            "similarity": hit.similarity, "recency": hit.recency, "strength": hit.strength}
+    return SearchHit(
+        kind=item.kind, id=item.id, text=text, created_at=item.created_at, channel=item.channel,
+        role=item.role, key=item.key, score=hit.score, rrf=hit.rrf, fts_rank=hit.fts_rank,
+        vector_rank=hit.vector_rank, similarity=hit.similarity, recency=hit.recency,
+        strength=hit.strength)
 
 
 class _ForgetHandler(AuthedHandler):
     """DELETE /api/memory/<kind>/<id>: forget one item, its index rows with it."""
 
     kind: ClassVar[Literal["knowledge", "episode"]]
+    api = {"delete": Operation(
+        "Forget one item, its index rows with it", {200: Forgotten}, auth=(COOKIE_AUTH,),
+        path=(Param("id", {"type": "integer", "minimum": 1}, "the item's id", required=True),),
+        errors=(404,))}
 
-    async def delete(self, raw_id: str) -> None:
+    async def delete(self, id: str) -> None:  # the name the document gives the path's part
         self.query_params()
-        item_id = whole_number(raw_id)
+        item_id = whole_number(id)
         if item_id is None or item_id < 1:
-            raise ApiError(400, f"id: must be a positive whole number, got {shown(raw_id)}")
+            raise ApiError(400, f"id: must be a positive whole number, got {shown(id)}")
         if item_id > MAX_SQL_INT:  # no row can have it
-            raise ApiError(404, f"no {self.kind} item {raw_id.lstrip('0')}")
+            raise ApiError(404, f"no {self.kind} item {id.lstrip('0')}")
         if not await self._forget(item_id):
             raise ApiError(404, f"no {self.kind} item {item_id}")
-        self.write_json({"forgotten": {"kind": self.kind, "id": item_id}})
+        self.write_json(Forgotten(ForgottenItem(self.kind, item_id)))
 
     async def _forget(self, item_id: int) -> bool:
         message = ForgetItem(kind=self.kind, item_id=item_id)

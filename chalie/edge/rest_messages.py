@@ -10,11 +10,12 @@ logged with the turn, so a person who is offline gets it on `resume`. The interf
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
 from chalie.actors.session_messages import Deliver, UserMessage
+from chalie.edge.api_spec import INTERFACE_AUTH, Operation
 from chalie.edge.rest_base import ApiError, JsonHandler
 
 MAX_TEXT = 20_000
@@ -30,11 +31,24 @@ class MessageBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     metadata: dict[str, Any] | None = None
 
 
+class MessageAccepted(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    message_id: str
+    ok: Literal[True] = True
+
+
 def interface_channel(interface_id: str) -> str:
     return f"{CHANNEL_PREFIX}{interface_id}"
 
 
 class MessagesHandler(JsonHandler):
+    api = {"post": Operation(
+        "An interface talks to Chalie: the message runs a turn on its own channel",
+        {202: MessageAccepted}, auth=(INTERFACE_AUTH,), body=MessageBody, example={
+            "text": "Your appointment moved to 3pm", "source": "calendar",
+            "topic": "appointments"},
+        description="What Chalie concludes reaches the person as a notification; the "
+                    "interface gets only the message's id.")}
+
     async def post(self) -> None:
         self.query_params()
         token = self.bearer_token()
@@ -68,7 +82,7 @@ class MessagesHandler(JsonHandler):
             raise ApiError(503, "the server is restarting; try again shortly")
         self.ctx.metrics.interface_messages.inc()
         self.set_status(202)
-        self.write_json({"ok": True, "message_id": message_id})
+        self.write_json(MessageAccepted(message_id))
 
 
 def _check(body: MessageBody) -> None:

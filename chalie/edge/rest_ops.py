@@ -4,13 +4,63 @@ set, only for `Authorization: Bearer <metrics_token>`)."""
 from __future__ import annotations
 
 import hmac
-from typing import Any
+from typing import Literal
 
+import msgspec
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from chalie import __version__
+from chalie.edge.api_spec import METRICS_AUTH, Operation, Raw
 from chalie.edge.health_jobs import jobs_field
 from chalie.edge.rest_base import ApiError, JsonHandler
+
+
+class ModelState(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
+    """One job's model as /health reports it (chalie/llm/route.py, Job.describe), with its
+    fallback's when one is configured."""
+
+    provider: str
+    model: str
+    address: str
+    state: Literal["unknown", "ok", "unreachable", "rate_limited", "error"]
+    error: str | None
+    at: float | None
+    fallback: ModelState | None = None
+
+
+class JobWait(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A background job waiting after failing (chalie/background/backoff.py)."""
+
+    job: str
+    channel: str
+    state: Literal["backing_off"]
+    failures: int
+    retry_at: float
+    since: float
+    error: str
+
+
+class StoreState(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Whether the store takes writes, and why not (chalie/store/health.py, describe)."""
+
+    state: Literal["ok", "full", "read_only", "damaged", "io_error"]
+    error: str | None
+    message: str | None
+    since: float | None
+    free_mb: float | None
+    free_bytes: int | None
+    min_free_mb: float
+    space_low: bool
+    held_messages: int
+
+
+class Health(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
+    status: Literal["ok", "failing"]
+    name: str
+    version: str
+    jobs: list[JobWait]  # always there: [] when every background job works
+    llm: dict[str, ModelState] | None = None  # by job; absent on a server with no models
+    store: StoreState | None = None  # absent only on a server with no store (tests)
 
 
 class HealthHandler(JsonHandler):
@@ -24,21 +74,33 @@ class HealthHandler(JsonHandler):
     `jobs` lists the background jobs that wait after failing (chalie/edge/health_jobs.py), an
     outage of none: the status stays as it is."""
 
+    api = {"get": Operation("Whether the server is up, the state of each job's model, the "
+                            "store's and the background jobs waiting after failures",
+                            {200: Health, 503: Health})}
+
     def get(self) -> None:
-        body: dict[str, Any] = {"status": "ok", "name": "chalie", "version": __version__}
+        healthy = self.ctx.healthy()
+        llm = None
         if self.ctx.models is not None:
-            body["llm"] = self.ctx.models.describe()
-        body["jobs"] = jobs_field(self.ctx)
+            llm = msgspec.convert(self.ctx.models.describe(), dict[str, ModelState])
         store = self.ctx.store
-        if store is not None:
-            body["store"] = store.describe()
-        if not self.ctx.healthy() or (store is not None and not store.writable):
+        described = None if store is None else msgspec.convert(store.describe(), StoreState)
+        writable = described is None or described.state == "ok"
+        if not healthy or not writable:
             self.set_status(503)
-            body["status"] = "failing"
-        self.write_json(body)
+        jobs = msgspec.convert(jobs_field(self.ctx), list[JobWait])
+        self.write_json(Health("ok" if healthy and writable else "failing", "chalie",
+                               __version__, jobs, llm, described))
 
 
 class MetricsHandler(JsonHandler):
+    api = {"get": Operation(
+        "Prometheus metrics, in the Prometheus text format", {200: Raw(
+            {"text/plain": {"type": "string"}}, "the metrics")},
+        auth=(METRICS_AUTH,), auth_optional=True, errors=(401,),
+        description="Open when server.metrics_token is empty; otherwise only for "
+                    "`Authorization: Bearer <server.metrics_token>`.")}
+
     def get(self) -> None:
         expected = self.ctx.config.server.metrics_token  # read each time: SIGHUP may change it
         if expected:

@@ -8,15 +8,66 @@ accepted ones go to the WorldState actor. No LLM is called, whatever the volume.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Literal
+
+import msgspec
 
 from chalie.actors.world_state import SignalsIn
+from chalie.edge.api_spec import COOKIE_AUTH, INTERFACE_AUTH, Operation, limit_param
 from chalie.edge.auth import COOKIE
 from chalie.edge.rest_base import ApiError, JsonHandler
 from chalie.values.signals import Signal
-from chalie.world.signals import CHAT_UI, Rejection, SignalGate, allowed_types, decode_batch, parse
+from chalie.world.signals import (
+    BATCH_MAX,
+    CHAT_UI,
+    Rejection,
+    SignalGate,
+    SignalIn,
+    allowed_types,
+    decode_batch,
+    parse,
+)
 
 RETRY_AFTER_S = 1  # what a rate-limited sender is told to wait
+EXAMPLE = {"signal_type": "weather_update", "content": "Heavy rain expected this evening",
+           "source": "weather-service", "topic": "weather", "activation_energy": 0.6}
+SENDERS = (INTERFACE_AUTH, COOKIE_AUTH)
+
+
+class SalientSignal(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A signal in world state, with its salience now and its age."""
+
+    id: str
+    sender: str
+    signal_type: str
+    content: str
+    source: str
+    topic: str | None
+    activation_energy: float
+    salience: float
+    age_s: float
+    received_at: float
+
+
+class WorldNow(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    items: list[SalientSignal]
+
+
+class SignalAccepted(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    signal_id: str
+    ok: Literal[True] = True
+
+
+class BatchError(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    index: int  # of the signal in the batch
+    error: str
+    status: int  # what the signal would have got alone
+
+
+class BatchResult(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    accepted: int
+    rejected: int
+    errors: list[BatchError]
 
 
 class _SignalHandler(JsonHandler):
@@ -55,6 +106,17 @@ class SignalHandler(_SignalHandler):
     """POST /api/signals: one signal; 202 {"ok": true, "signal_id"}. GET (cookie): world state
     now, most salient first, each signal with its current salience and age."""
 
+    api = {
+        "get": Operation("World state now, most salient first", {200: WorldNow},
+                         auth=(COOKIE_AUTH,), query=(limit_param(100, 1000),)),
+        "post": Operation(
+            "Report one signal: it goes to world state (no LLM is called)",
+            {202: SignalAccepted}, auth=SENDERS, body=SignalIn, errors=(403, 429),
+            example=EXAMPLE,
+            description="An interface may emit only the signal types it declared at pairing "
+                        "(403 for another); each sender is rate-limited (429)."),
+    }
+
     async def get(self) -> None:
         cookie = self.get_cookie(COOKIE)
         if not cookie or not await self.off_loop(lambda: self.ctx.auth.session_ok(cookie)):
@@ -64,14 +126,14 @@ class SignalHandler(_SignalHandler):
         world = self.ctx.world
         if world is None:
             raise ApiError(503, "signals are not available on this server")
-        self.write_json({"items": [
-            {"id": s.signal.id, "sender": s.signal.sender, "signal_type": s.signal.signal_type,
-             "content": s.signal.content, "source": s.signal.source, "topic": s.signal.topic,
-             "activation_energy": s.signal.activation_energy,
-             "salience": round(s.salience, 4), "age_s": round(s.age_s, 1),
-             "received_at": s.signal.received_at}
+        self.write_json(WorldNow([
+            SalientSignal(
+                id=s.signal.id, sender=s.signal.sender, signal_type=s.signal.signal_type,
+                content=s.signal.content, source=s.signal.source, topic=s.signal.topic,
+                activation_energy=s.signal.activation_energy, salience=round(s.salience, 4),
+                age_s=round(s.age_s, 1), received_at=s.signal.received_at)
             for s in world.top(limit)
-        ]})
+        ]))
 
     async def post(self) -> None:
         self.query_params()
@@ -84,12 +146,19 @@ class SignalHandler(_SignalHandler):
             raise ApiError(result.status, result.error)
         self.to_world((result,))
         self.set_status(202)
-        self.write_json({"ok": True, "signal_id": result.id})
+        self.write_json(SignalAccepted(result.id))
 
 
 class BatchHandler(_SignalHandler):
     """POST /api/signals/batch: up to 50 signals, each checked and limited on its own;
     200 {"accepted", "rejected", "errors": [{"index", "error", "status"}]}."""
+
+    api = {"post": Operation(
+        f"Report up to {BATCH_MAX} signals, each checked and limited on its own",
+        {200: BatchResult}, auth=SENDERS,
+        body=Annotated[list[SignalIn], msgspec.Meta(max_length=BATCH_MAX)], example=[EXAMPLE],
+        description="A signal that is refused is listed in `errors` with the status it would "
+                    "have got alone; the others are accepted.")}
 
     async def post(self) -> None:
         self.query_params()
@@ -100,15 +169,15 @@ class BatchHandler(_SignalHandler):
             raise ApiError(400, str(e)) from None
         gate = self.gate()
         accepted: list[Signal] = []
-        errors: list[dict[str, Any]] = []
+        errors: list[BatchError] = []
         for index, raw in enumerate(items):
             result = gate.admit(sender, allowed, parse(raw))
             if isinstance(result, Signal):
                 accepted.append(result)
             else:
                 self.count(result)
-                errors.append({"index": index, "error": result.error, "status": result.status})
+                errors.append(BatchError(index, result.error, result.status))
         if accepted:
             self.count(accepted[0], len(accepted))
         self.to_world(tuple(accepted))
-        self.write_json({"accepted": len(accepted), "rejected": len(errors), "errors": errors})
+        self.write_json(BatchResult(len(accepted), len(errors), errors))

@@ -13,15 +13,20 @@ import uuid
 import msgspec
 
 from chalie.actors.store_writer_messages import DeleteSubscription, SaveSubscription
+from chalie.edge.api_spec import COOKIE_AUTH, Operation, path_id
 from chalie.edge.rest_base import ApiError, AuthedHandler, shown
-from chalie.edge.subscriptions import Subscriptions, check
+from chalie.edge.subscriptions import Subscriptions, SubscriptionState, check
 from chalie.store.interface_rows import SubscriptionRow
 
 
 class SubscriptionBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    name: str
-    url: str
-    signals: list[str]
+    name: str  # 1-64 letters, digits, '_', '.' or '-'
+    url: str  # ws:// or wss://
+    signals: list[str]  # the signal types accepted from it ("*": any)
+
+
+class SubscriptionList(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    items: list[SubscriptionState]
 
 
 class _Base(AuthedHandler):
@@ -35,9 +40,18 @@ class SubscriptionsHandler(_Base):
     """GET /api/subscriptions: every stream with its state; POST {name, url, signals}: a new
     one, 201 with its state (409 when the name is taken)."""
 
+    api = {
+        "get": Operation("Every broadcast stream with its state", {200: SubscriptionList},
+                         auth=(COOKIE_AUTH,)),
+        "post": Operation("Read a new broadcast stream: stored, then connected",
+                          {201: SubscriptionState}, auth=(COOKIE_AUTH,), body=SubscriptionBody,
+                          errors=(409,), example={"name": "news", "signals": ["headline"],
+                                                  "url": "wss://feeds.example.org/stream"}),
+    }
+
     async def get(self) -> None:
         self.query_params()
-        self.write_json({"items": self.subscriptions().states()})
+        self.write_json(SubscriptionList(self.subscriptions().states()))
 
     async def post(self) -> None:
         self.query_params()
@@ -59,6 +73,10 @@ class SubscriptionsHandler(_Base):
 
 class SubscriptionHandler(_Base):
     """DELETE /api/subscriptions/<id>: stop reading the stream and forget it; 204."""
+
+    api = {"delete": Operation(
+        "Stop reading a stream and forget it", {204: None}, auth=(COOKIE_AUTH,), errors=(404,),
+        path=(path_id("subscription_id", "the subscription's id"),))}
 
     async def delete(self, subscription_id: str) -> None:
         self.query_params()

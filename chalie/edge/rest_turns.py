@@ -7,14 +7,51 @@ request of a turn exactly as it was sent.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Literal
 
 import apsw
+import msgspec
 
+from chalie.edge.api_spec import COOKIE_AUTH, OFFSET, Operation, Param, limit_param, text_param
 from chalie.edge.rest_base import ApiError, AuthedHandler, shown
 from chalie.store import memory_queries as mq
 
 TURN_ID_RE = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
+
+
+class PromptSnapshot(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One LLM request of a turn, as it was sent (memory_queries.snapshots)."""
+
+    call: int
+    purpose: str
+    system: str
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    response_format: dict[str, Any] | None
+    created_at: float
+
+
+class TurnPrompts(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    turn_id: str
+    prompts: list[PromptSnapshot]
+
+
+class Turn(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    id: str
+    channel: str
+    source: str
+    user_text: str
+    response_text: str | None
+    outcome: Literal["answered", "error", "timeout", "cancelled"]
+    tokens_total: int
+    llm_calls: int
+    response_time_s: float
+    started_at: float
+    finished_at: float
+
+
+class Turns(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    items: list[Turn]
 
 
 def prompts_document(conn: apsw.Connection, turn_id: str) -> dict[str, Any] | None:
@@ -29,6 +66,13 @@ def not_kept(turn_id: str, kept: int) -> str:
 
 
 class TurnPromptsHandler(AuthedHandler):
+    api = {"get": Operation(
+        "Every LLM request of a turn exactly as it was sent, in call order", {200: TurnPrompts},
+        auth=(COOKIE_AUTH,), errors=(404,), path=(Param(
+            "turn_id", {"type": "string", "pattern": f"^{TURN_ID_RE.pattern}$"}, "the turn",
+            required=True),),
+        description="Snapshots are kept for the last memory.snapshots_kept turns only.")}
+
     async def get(self, turn_id: str) -> None:
         self.query_params()
         if not TURN_ID_RE.fullmatch(turn_id):
@@ -37,7 +81,7 @@ class TurnPromptsHandler(AuthedHandler):
         document = await self.off_loop(lambda: prompts_document(self.ctx.read(), turn_id))
         if document is None:
             raise ApiError(404, not_kept(turn_id, self.ctx.config.memory.snapshots_kept))
-        self.write_json(document)
+        self.write_json(msgspec.convert(document, TurnPrompts))
 
 
 _TURN_FIELDS = ("id", "channel", "source", "user_text", "response_text", "outcome",
@@ -55,6 +99,10 @@ def recent_turns(conn: apsw.Connection, channel: str | None, limit: int,
 
 
 class TurnsHandler(AuthedHandler):
+    api = {"get": Operation("The latest turns, newest first", {200: Turns}, auth=(COOKIE_AUTH,),
+                            query=(text_param("channel", 64, "only this channel's turns"),
+                                   limit_param(20, 500), OFFSET))}
+
     async def get(self) -> None:
         params = self.query_params("channel", "limit", "offset")
         channel = params.text("channel", max_chars=64)
@@ -62,4 +110,4 @@ class TurnsHandler(AuthedHandler):
         offset = params.whole("offset", default=0, lo=0)
         items = await self.off_loop(lambda: recent_turns(self.ctx.read(), channel, limit,
                                                          offset))
-        self.write_json({"items": items})
+        self.write_json(Turns(msgspec.convert(items, list[Turn])))

@@ -18,7 +18,7 @@ import asyncio
 import random
 import re
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, cast
+from typing import cast
 from urllib.parse import urlsplit
 
 import msgspec
@@ -53,6 +53,22 @@ MAX_FRAME_BYTES = 64 * 1024  # a signal is at most ~12 KiB of JSON; a bigger fra
 PING_INTERVAL_S = 30.0  # keepalive: a stream that does not answer a ping within this is closed
 JITTER = 0.2
 SHOWN_CHARS = 200  # of a bad frame's decode error
+
+
+class SubscriptionState(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A stream as GET /api/subscriptions shows it: `connected_at` is null while disconnected;
+    `last_error` is the latest problem, kept after a reconnect."""
+
+    id: str
+    name: str
+    url: str
+    signals: list[str]
+    connected: bool
+    last_error: str | None
+    accepted: int
+    rejected: int
+    connected_at: float | None
+    created_at: float
 
 
 def check(name: str, url: str, signals: Sequence[str]) -> tuple[str, ...]:
@@ -112,12 +128,12 @@ class _Stream:
         self.conn: WebSocketClientConnection | None = None
         self.task: asyncio.Task[None] | None = None
 
-    def state(self) -> dict[str, Any]:
+    def state(self) -> SubscriptionState:
         row = self.row
-        return {"id": row.id, "name": row.name, "url": row.url, "signals": list(row.signals),
-                "connected": self.connected, "last_error": self.last_error,
-                "accepted": self.accepted, "rejected": self.rejected,
-                "connected_at": self.connected_at, "created_at": row.created_at}
+        return SubscriptionState(
+            id=row.id, name=row.name, url=row.url, signals=list(row.signals),
+            connected=self.connected, last_error=self.last_error, accepted=self.accepted,
+            rejected=self.rejected, connected_at=self.connected_at, created_at=row.created_at)
 
 
 class Subscriptions:
@@ -163,14 +179,14 @@ class Subscriptions:
         log.info("subscription_removed", subscription=stream.row.name, id=subscription_id)
         return True
 
-    def states(self) -> list[dict[str, Any]]:
+    def states(self) -> list[SubscriptionState]:
         """Each subscription as GET /api/subscriptions shows it, oldest first: `connected_at`
         is null while disconnected; `last_error` is the latest problem (a failed connect, a
         close, a rejected frame), kept after a reconnect."""
         streams = sorted(self._streams.values(), key=lambda s: (s.row.created_at, s.row.id))
         return [s.state() for s in streams]
 
-    def state(self, subscription_id: str) -> dict[str, Any] | None:
+    def state(self, subscription_id: str) -> SubscriptionState | None:
         stream = self._streams.get(subscription_id)
         return None if stream is None else stream.state()
 

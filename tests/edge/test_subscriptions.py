@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
+import msgspec
 import pytest
 import tornado.httpserver
 import tornado.netutil
@@ -139,7 +140,7 @@ class Rig:
                                created_at=self.clock.time())
 
     def state(self, sid: str = "sub-1") -> dict[str, Any]:
-        found = [s for s in self.subs.states() if s["id"] == sid]
+        found = [msgspec.to_builtins(s) for s in self.subs.states() if s.id == sid]
         return found[0] if found else {}
 
     def metric(self, name: str, **labels: str) -> float:
@@ -352,7 +353,7 @@ def test_remove_stops_reading_the_stream(make_config: Any) -> None:
             assert r.subs.remove("sub-1") is True
             await until(lambda: len(feed.clients) == 1, "one client left")
             await until(lambda: not _tasks("news"), "the stream's task to end")
-            assert [s["id"] for s in r.subs.states()] == ["sub-2"]
+            assert [s.id for s in r.subs.states()] == ["sub-2"]
             assert r.metric("chalie_subscriptions_connected") == 1
             assert r.subs.remove("sub-1") is False
             feed.send(signal())
@@ -560,7 +561,7 @@ def test_a_restart_resumes_the_stored_subscriptions(make_config: Any) -> None:
                                   config=r.config.subscriptions, clock=r.clock)
             fresh.start(stored(r))
             try:
-                await until(lambda: [s["connected"] for s in fresh.states()] == [True]
+                await until(lambda: [s.connected for s in fresh.states()] == [True]
                             and len(feed.clients) == 1, "the resumed stream", fresh.states)
                 feed.send(signal(content="resumed"))
                 await until(lambda: [s.content for s in r.world.signals] == ["resumed"],
