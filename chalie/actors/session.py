@@ -159,6 +159,8 @@ class Session(SupervisedActor):
             case FrameRejected(reason=reason):
                 self._emit(Error(message=reason, recoverable=True))
             case StoreWritable():  # what was kept meanwhile goes first, in order
+                if closings := self._held.closings():
+                    self._emit(*closings)
                 self._inbox.extendleft(reversed(self._held.release()))
                 self._start_next()
             case (CompactionReturned(stage="backstop") | LlmFailed(turn_id="backstop")

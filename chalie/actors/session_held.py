@@ -34,6 +34,9 @@ class HeldMessages:
         self._health = health
         self._push_live = push_live
         self._queue: deque[UserMessage] = deque()
+        # Exchanges closed only live (their turn ran into the fault): logged when it passes,
+        # so that a client reading the log later sees them closed as the live one did.
+        self._unclosed: list[tuple[Error, Done]] = []
 
     def __len__(self) -> int:
         return len(self._queue)
@@ -61,12 +64,20 @@ class HeldMessages:
             self._queue.append(request)
         log.warning("message_kept" if kept else "message_refused", client_id=request.client_id,
                     held=len(self._queue), reason=why)
-        frames: list[Error | Done] = [Error(message=(KEPT if kept else REFUSED).format(why=why),
-                                     recoverable=True, exchange_id=exchange_id)]
+        error = Error(message=(KEPT if kept else REFUSED).format(why=why), recoverable=True,
+                      exchange_id=exchange_id)
+        self._push_live(error)
         if exchange_id is not None:
-            frames.append(Done(duration_ms=0, exchange_id=exchange_id))
-        for frame in frames:
-            self._push_live(frame)
+            done = Done(duration_ms=0, exchange_id=exchange_id)
+            self._push_live(done)
+            self._unclosed.append((error, done))
+
+    def closings(self) -> tuple[Error | Done, ...]:
+        """The closing frames of the exchanges closed only live, to log now that the store
+        takes writes (once)."""
+        out = tuple(frame for pair in self._unclosed for frame in pair)
+        self._unclosed.clear()
+        return out
 
     def release(self) -> list[UserMessage]:
         """The kept messages, oldest first, now that the store takes writes."""

@@ -14,8 +14,22 @@ from tests.faults.conftest import fill, kept
 from tests.integration.harness import Client, ServerProcess, StubLlm, db_rows, wait_for
 
 
-def until_done(client: Client) -> list[dict[str, Any]]:
-    return client.recv_until(lambda f: f["type"] == "done")
+def answers(client: Client, count: int) -> list[dict[str, Any]]:
+    """Frames up to the `done` after the count-th `message`."""
+    frames: list[dict[str, Any]] = []
+    while sum(f["type"] == "message" for f in frames) < count:
+        frames += client.recv_until(lambda f: f["type"] == "done")
+    return frames
+
+
+def assert_every_exchange_closed(server: ServerProcess) -> None:
+    """The log holds every exchange closed: one that ran into the full disk, closed live then,
+    is closed in the log too once it could be written (what a client reading it later sees)."""
+    opened = {e for (e,) in db_rows(server.db_path, "SELECT DISTINCT exchange_id FROM events "
+                                                      "WHERE exchange_id IS NOT NULL")}
+    closed = {e for (e,) in db_rows(server.db_path, "SELECT exchange_id FROM events "
+                                                      "WHERE type = 'done'")}
+    assert opened == closed
 
 
 def health(server: ServerProcess) -> httpx.Response:
@@ -68,7 +82,7 @@ def test_a_full_disk_keeps_every_message_and_answers_it_when_space_is_freed(
         assert health(server).json()["store"]["held_messages"] == 2
 
         filler.unlink()  # space again: both are stored and answered, in order, once each
-        answered = until_done(client) + until_done(client)
+        answered = answers(client, 2)
         texts = [f.get("text") for f in answered if f["type"] == "status" and f.get("text")]
         assert texts == ["first while full", "second while full"]
         wait_for(lambda: health(server).status_code == 200)
@@ -79,6 +93,7 @@ def test_a_full_disk_keeps_every_message_and_answers_it_when_space_is_freed(
                                           "second while full"]
         assert [c for _, c in stored][1:] == ["c-1", "c-2"]
         assert client.turn("after")[-2]["type"] == "message"
+        assert_every_exchange_closed(server)
         # Told once, when it began; nothing crashed on the way.
         errors = [e["event"] for e in server.errors()]
         assert errors == ["store_fault"], server.errors()
