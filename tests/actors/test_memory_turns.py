@@ -85,7 +85,7 @@ def test_what_was_said_long_ago_is_recalled_into_the_prompt_and_gains_strength(
     tree.chat("What is my favourite colour?")
     tree.outbox.wait_for_type("done")
     text = prompt(provider.requests[0])
-    assert "On 2020-09-13:\n- the person: My favourite colour is teal" in section(
+    assert "On 2020-09-13:\n- My favourite colour is teal" in section(
         text, "What you remember that may matter here")
     assert "teal" not in section(text, "Conversation so far")
     teal = mkey(Kind.TRANSCRIPT, 1)
