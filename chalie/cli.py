@@ -36,10 +36,9 @@ import apsw
 import msgspec
 import structlog
 
-from chalie import cli_auth, cli_store, logs
+from chalie import cli_auth, cli_store, logs, settings
 from chalie.actors.housekeeper import backup_directory
 from chalie.config import Config
-from chalie.config_load import load_config
 from chalie.edge.rest_turns import not_kept, prompts_document
 from chalie.errors import ChalieError, ConfigError
 from chalie.server import Server
@@ -64,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     cli_auth.register(sub)
     args = parser.parse_args(argv)
     try:
-        config = load_config(args.config, env=os.environ)
+        config, _ = settings.load(args.config, os.environ)
     except ConfigError as e:
         print(f"chalie: {e}", file=sys.stderr)
         return 2
@@ -172,7 +171,7 @@ def _reload(server: Server, path: Path | None) -> None:
     running (chalie/reload.py); a config that does not load leaves the one in effect."""
     log = structlog.get_logger("chalie.cli")
     try:
-        new = load_config(path, env=os.environ)
+        new, _ = settings.load(path, os.environ)
     except ConfigError as e:
         log.warning("reload_refused", key=e.key, problem=e.problem,
                     note="the server goes on with the config it has")
@@ -196,7 +195,7 @@ def _browser_address(host: str, port: int) -> str:
 
 async def _serve(config: Config, path: Path | None) -> int:
     log = structlog.get_logger("chalie.cli")
-    server = Server(config)
+    server = Server(config, config_file=path, env=os.environ)
     # Before start(): once it listens, /health answers, and a SIGTERM from then on must stop
     # the server cleanly rather than kill it (and a SIGHUP reload it, not end it).
     stop = asyncio.Event()

@@ -10,6 +10,7 @@ LLM job's endpoint as it will be used. Anything wrong is a ConfigError naming th
 
 from __future__ import annotations
 
+import copy
 import re
 import tomllib
 from collections.abc import Mapping
@@ -85,11 +86,15 @@ def load_config(
     path: Path | None = None,
     env: Mapping[str, str] | None = None,
     defaults: Path = DEFAULT_CONFIG,
+    saved: Mapping[str, Any] | None = None,
 ) -> Config:
-    """Merge the defaults, the file at `path` and the environment into one checked Config."""
+    """Merge the defaults, the file at `path`, the `saved` settings (chalie/settings.py) and the
+    environment, in that order, into one checked Config."""
     merged = _read_toml(defaults)
     if path is not None:
         _merge(merged, _read_toml(path), source=str(path))
+    if saved:
+        _merge(merged, copy.deepcopy(dict(saved)), source="the saved settings")
     if env is not None:
         _merge(merged, _env_overrides(env), source="environment", strict_types=False)
     return _convert(merged)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -73,8 +74,12 @@ class Server:
         clock: Clock | None = None,
         metrics: Metrics | None = None,
         embedder: Embedder | None = None,
+        config_file: Path | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.config = config
+        self.config_file = config_file  # what the settings layer over (chalie/settings.py)
+        self.env = dict(env or {})
         self.clock = clock or SystemClock()
         self.metrics = metrics or Metrics()
         self.prompts = Prompts.load()
@@ -290,6 +295,9 @@ class Server:
             default_zone=server_paths.default_zone(self.config),
             models=self.models,
             store=self.store_health,
+            config_file=self.config_file,
+            env=self.env,
+            apply_config=self.reload,
             backoff=self.backoff,
         )
         app = make_app(self._edge)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import apsw
 
@@ -54,4 +55,9 @@ class EdgeContext:
     pair_throttle: LoginThrottle | None = None  # wrong pairing keys per address (IOLoop only)
     rest_limit: RestRateLimit | None = None  # server.rest_rate_per_min (IOLoop only)
     store: StoreHealth | None = None  # whether the store takes writes (GET /health)
+    # The settings (chalie/settings.py): the config file and environment the config came
+    # from, and how a changed config is applied while running (Server.reload).
+    config_file: Path | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    apply_config: Callable[[Config], tuple[list[str], list[str]]] | None = None
     backoff: Backoff | None = None  # background jobs waiting after failures (GET /health)

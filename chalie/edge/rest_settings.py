@@ -1,0 +1,143 @@
+"""/api/settings: the settings a person may change while the server runs (chalie/settings.py).
+
+GET lists every settable key: its value (a secret's never: only whether it is `set`), the layer
+it comes from (default, file, settings, environment), whether it takes effect `live` and whether
+the environment `locked` it. PATCH takes a JSON object of dotted keys and their new values (null
+removes a saved value: the key falls back to the config file or the default): 409 naming each
+key the environment locks, 400 naming each key that is unknown, cannot be saved or has a bad
+value, with the reason; nothing is saved or applied then. Otherwise the settings are saved to
+<store.path>/settings.toml and what can change while running is applied at once; the answer
+says which keys were `applied` and which wait for a restart (`restart_needed`: saved, not
+applied half-way). Cookie only.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Literal
+
+import msgspec
+import structlog
+
+from chalie import settings
+from chalie.config_load import load_config
+from chalie.edge.api_spec import COOKIE_AUTH, Operation
+from chalie.edge.rest_base import ApiError, AuthedHandler
+from chalie.errors import ConfigError
+
+log = structlog.get_logger("chalie.edge")
+
+Value = str | int | float | bool | list[str] | None
+
+
+class Setting(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    key: str
+    value: Value  # null for a secret: see `set`
+    source: Literal["default", "file", "settings", "environment"]
+    live: bool  # takes effect while the server runs; otherwise after a restart
+    locked: bool  # set by the environment (CHALIE_<SECTION>__<KEY>): PATCH answers 409
+    secret: bool
+    set: bool  # has a value (all a secret shows)
+    pending: bool  # saved, but in effect only after a restart
+
+
+class SettingsList(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    settings: list[Setting]
+
+
+class SettingsSaved(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    applied: list[str]  # in effect now
+    restart_needed: list[str]  # saved; in effect after a restart
+    settings: list[Setting]
+
+
+class SettingsHandler(AuthedHandler):
+    api = {
+        "get": Operation("Every setting that can be changed here, with its value and source",
+                         {200: SettingsList}, auth=(COOKIE_AUTH,)),
+        "patch": Operation(
+            "Change settings: saved to settings.toml, applied at once when they can be",
+            {200: SettingsSaved}, auth=(COOKIE_AUTH,), body=dict[str, Value], errors=(409,),
+            example={"dmn.daily_cap": 3, "tools.confirm": ["forget"]}),
+    }
+
+    def get(self) -> None:
+        self.write_json(SettingsList(self._described(self._saved())))
+
+    def patch(self) -> None:
+        changes = self.decode_body(dict[str, Value])
+        saved = self._saved()
+        locked = sorted(k for k in changes if settings.env_name(k) in self.ctx.env)
+        if locked:
+            raise ApiError(409, "; ".join(
+                f"{k}: set by the environment ({settings.env_name(k)}); change it there"
+                for k in locked))
+        problems = [f"{k}: cannot be changed here; set it in the config file"
+                    for k in sorted(changes) if k not in settings.SETTABLE]
+        problems += [f"{k}: {p}" for k, p in self._bad_values(saved, changes)]
+        new_saved = self._with(saved, changes)
+        if not problems:
+            try:
+                new = load_config(self.ctx.config_file, env=self.ctx.env, saved=new_saved)
+            except ConfigError as e:  # only together are they wrong
+                problems.append(f"{e.key}: {e.problem}")
+        if problems:
+            raise ApiError(400, "; ".join(problems))
+        settings.write(settings.path_for(self.ctx.config), new_saved)
+        applied, restart = self.ctx.apply_config(new) if self.ctx.apply_config else ([], [])
+        log.info("settings_saved", keys=sorted(changes), applied=applied,
+                 restart_needed=restart)
+        self.write_json(SettingsSaved(applied, restart, self._described(new_saved)))
+
+    # -- helpers --
+
+    def _saved(self) -> dict[str, Any]:
+        try:
+            return settings.read(settings.path_for(self.ctx.config))
+        except ConfigError as e:
+            raise ApiError(503, f"{e.key}: {e.problem}") from None
+
+    def _described(self, saved: dict[str, Any]) -> list[Setting]:
+        """Each setting as saved (what a restart would run with), and whether it waits."""
+        try:
+            configured = load_config(self.ctx.config_file, env=self.ctx.env, saved=saved)
+        except ConfigError:  # the file changed under the server: show what runs
+            configured = self.ctx.config
+        return [msgspec.convert(d.as_json(), Setting) for d in settings.describe(
+            configured, self.ctx.config, file=_file_layer(self.ctx.config_file), saved=saved,
+            env=self.ctx.env)]
+
+    def _bad_values(self, saved: dict[str, Any],
+                    changes: dict[str, Value]) -> list[tuple[str, str]]:
+        """Each change that does not load on its own, with the reason (its key named)."""
+        bad = []
+        for key, value in sorted(changes.items()):
+            if key not in settings.SETTABLE:
+                continue
+            try:
+                load_config(self.ctx.config_file, env=self.ctx.env,
+                            saved=self._with(saved, {key: value}))
+            except ConfigError as e:
+                bad.append((key, e.problem if e.key == key else f"{e.key}: {e.problem}"))
+        return bad
+
+    @staticmethod
+    def _with(saved: dict[str, Any], changes: dict[str, Value]) -> dict[str, Any]:
+        out = copy.deepcopy(saved)
+        for key, value in changes.items():
+            if key in settings.SETTABLE:
+                settings.put(out, key, value)
+        return out
+
+
+def _file_layer(path: Any) -> dict[str, Any]:
+    """The config file's own keys (what the `file` source means)."""
+    if path is None:
+        return {}
+    import tomllib  # noqa: PLC0415  (the file was read at start; read it as it is now)
+
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except (OSError, tomllib.TOMLDecodeError):
+        return {}

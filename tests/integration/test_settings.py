@@ -1,0 +1,115 @@
+"""/api/settings against a real server: the layers and where each value comes from, changes
+saved to settings.toml and applied while running when they can be, bad ones refused whole,
+keys the environment sets locked, secrets never sent back."""
+
+from __future__ import annotations
+
+import stat
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.integration.harness import ServerProcess, StubLlm
+
+
+def api(server: ServerProcess) -> httpx.Client:
+    return httpx.Client(base_url=server.url, cookies={"chalie_session": server.login()},
+                        timeout=30)
+
+
+def by_key(body: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {s["key"]: s for s in body["settings"]}
+
+
+def test_settings_are_listed_saved_applied_and_kept_across_a_restart(
+    tmp_path: Path, llm: StubLlm
+) -> None:
+    server = ServerProcess(tmp_path, llm).start()
+    try:
+        with api(server) as client:
+            listed = by_key(client.get("/api/settings").json())
+            assert listed["llm.base_url"]["source"] == "file"  # the harness's config file
+            assert listed["dmn.daily_cap"]["source"] == "default"
+            assert listed["dmn.daily_cap"]["live"] is True
+            assert listed["llm.model"]["live"] is False
+            saved = client.patch("/api/settings", json={
+                "dmn.daily_cap": 5, "tools.confirm": ["forget"], "llm.model": "stub-model"})
+            assert saved.status_code == 200, saved.text
+            body = saved.json()
+            assert body["applied"] == ["dmn.daily_cap", "tools.confirm"]
+            assert body["restart_needed"] == ["llm.model"]
+            listed = by_key(body)
+            assert (listed["dmn.daily_cap"]["value"], listed["dmn.daily_cap"]["source"]) == (
+                5, "settings")
+            assert listed["dmn.daily_cap"]["pending"] is False  # applied
+            assert (listed["llm.model"]["value"], listed["llm.model"]["pending"]) == (
+                "stub-model", True)  # saved, for the next start
+        file = tmp_path / "data" / "settings.toml"
+        assert stat.S_IMODE(file.stat().st_mode) == 0o600
+        assert tomllib.loads(file.read_text()) == {
+            "dmn": {"daily_cap": 5}, "tools": {"confirm": ["forget"]},
+            "llm": {"model": "stub-model"}}
+    finally:
+        assert server.stop() == 0
+    again = ServerProcess(tmp_path, llm).start()
+    try:
+        with api(again) as client:
+            listed = by_key(client.get("/api/settings").json())
+            assert (listed["llm.model"]["value"], listed["llm.model"]["source"]) == (
+                "stub-model", "settings")
+            # null removes a saved value: back to the lower layers.
+            assert client.patch("/api/settings", json={"dmn.daily_cap": None}).status_code == 200
+            listed = by_key(client.get("/api/settings").json())
+            assert listed["dmn.daily_cap"]["source"] == "default"
+    finally:
+        again.stop()
+
+
+def test_bad_changes_are_refused_whole_naming_each_key(tmp_path: Path, llm: StubLlm) -> None:
+    server = ServerProcess(tmp_path, llm).start()
+    try:
+        with api(server) as client:
+            assert client.patch("/api/settings", json={"dmn.daily_cap": 2}).status_code == 200
+            file = tmp_path / "data" / "settings.toml"
+            before = file.read_text()
+            refused = client.patch("/api/settings", json={
+                "dmn.daily_cap": 7, "governor.dmn_tokens_per_day": -5,
+                "store.path": "/elsewhere", "no.such_key": 1, "dmn.quiet_hours": "25-99"})
+            assert refused.status_code == 400
+            error = refused.json()["error"]
+            for key in ("governor.dmn_tokens_per_day", "store.path", "no.such_key",
+                        "dmn.quiet_hours"):
+                assert key in error
+            assert "dmn.daily_cap" not in error  # a good one among bad ones: not named
+            assert file.read_text() == before  # nothing saved, nothing applied
+            assert by_key(client.get("/api/settings").json())["dmn.daily_cap"]["value"] == 2
+    finally:
+        server.stop()
+
+
+def test_a_key_the_environment_sets_is_locked_and_a_secret_is_never_sent_back(
+    tmp_path: Path, llm: StubLlm
+) -> None:
+    server = ServerProcess(tmp_path, llm, env={"CHALIE_DMN__DAILY_CAP": "4"}).start()
+    try:
+        with api(server) as client:
+            listed = by_key(client.get("/api/settings").json())
+            assert (listed["dmn.daily_cap"]["source"], listed["dmn.daily_cap"]["locked"]) == (
+                "environment", True)
+            locked = client.patch("/api/settings", json={"dmn.daily_cap": 9})
+            assert locked.status_code == 409
+            assert "CHALIE_DMN__DAILY_CAP" in locked.json()["error"]
+            secret = "sk-test-4f1c9e-do-not-show"
+            saved = client.patch("/api/settings", json={"llm.light.api_key": secret})
+            assert saved.status_code == 200
+            assert secret not in saved.text
+            listed = by_key(client.get("/api/settings").json())
+            assert listed["llm.light.api_key"] == {
+                "key": "llm.light.api_key", "value": None, "source": "settings", "live": False,
+                "locked": False, "secret": True, "set": True, "pending": True}
+            assert secret not in client.get("/api/settings").text
+    finally:
+        server.stop()
+    assert not any(secret in line for line in server.lines)
