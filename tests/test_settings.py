@@ -16,10 +16,10 @@ from tests.conftest import write_config
 def test_saved_settings_sit_between_the_config_file_and_the_environment(tmp_path: Path) -> None:
     data = tmp_path / "data"
     path = write_config(tmp_path, {"store": {"path": str(data)},
-                                   "dmn": {"daily_cap": 2, "quiet_hours": "23-07"}})
+                                   "dmn": {"daily_cap": 2, "quiet_hours": "23:00-07:00"}})
     settings.write(data / settings.FILE_NAME, {"dmn": {"daily_cap": 5, "timezone": "UTC"}})
     config, saved = settings.load(path, {})
-    assert (config.dmn.daily_cap, config.dmn.quiet_hours) == (5, "23-07")
+    assert (config.dmn.daily_cap, config.dmn.quiet_hours) == (5, "23:00-07:00")
     assert saved == {"dmn": {"daily_cap": 5, "timezone": "UTC"}}
     config, _ = settings.load(path, {"CHALIE_DMN__DAILY_CAP": "9"})
     assert config.dmn.daily_cap == 9
