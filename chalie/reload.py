@@ -39,7 +39,14 @@ RELOADABLE = frozenset({
     "governor.goal_tokens_per_day", "governor.encoder_tokens_per_day",
     "dmn.daily_cap", "dmn.quiet_hours",
     "tools.confirm", "tools.block",
+    # Each job's model, and its fallback: Server.reload builds the models again and each job
+    # answers with them from its next call on (a turn finishes with the models it began with).
+    *(f"{table}.{key}" for table in ("llm", "llm.primary", "llm.light", "llm.primary.fallback",
+                                     "llm.light.fallback")
+      for key in ("provider", "base_url", "api_key", "model")),
+    "llm.primary.fallback", "llm.light.fallback",  # a fallback added or removed whole
 })
+MODEL_KEYS = frozenset(k for k in RELOADABLE if k.startswith("llm."))
 
 
 def changes(old: Config, new: Config) -> tuple[list[str], list[str]]:
@@ -51,15 +58,24 @@ def changes(old: Config, new: Config) -> tuple[list[str], list[str]]:
 
 
 def merged(old: Config, new: Config, keys: Iterable[str]) -> Config:
-    """`old` with the values of `keys` (section.key, as in RELOADABLE) taken from `new`."""
-    sections: dict[str, dict[str, Any]] = {}
+    """`old` with the values of `keys` (dotted, as in RELOADABLE: section.key, or a job's
+    table's key, llm.primary.model) taken from `new`."""
+    out = old
     for key in keys:
-        section, _, name = key.partition(".")
-        sections.setdefault(section, {})[name] = getattr(getattr(new, section), name)
-    return msgspec.structs.replace(old, **{
-        section: msgspec.structs.replace(getattr(old, section), **values)
-        for section, values in sections.items()
-    })
+        parts = key.split(".")
+        value: Any = new
+        for part in parts:
+            value = getattr(value, part)
+        out = _with(out, parts, value)
+    return out
+
+
+def _with(struct: Any, parts: list[str], value: Any) -> Any:
+    """A copy of `struct` with the value at the dotted path `parts` replaced."""
+    head, *rest = parts
+    if rest:
+        value = _with(getattr(struct, head), rest, value)
+    return msgspec.structs.replace(struct, **{head: value})
 
 
 def _diff(prefix: str, old: Any, new: Any) -> Iterator[str]:

@@ -51,7 +51,7 @@ from chalie.memory.embedders import Embedder, build_embedder
 from chalie.memory.recall import Recall
 from chalie.metrics import Metrics
 from chalie.prompts import Prompts
-from chalie.reload import changes, merged
+from chalie.reload import MODEL_KEYS, changes, merged
 from chalie.store import db, goal_rows, interface_rows, memory_writes
 from chalie.store.event_log import close_interrupted_turns
 from chalie.store.health import StoreHealth
@@ -78,8 +78,7 @@ class Server:
         env: Mapping[str, str] | None = None,
     ) -> None:
         self.config = config
-        self.config_file = config_file  # what the settings layer over (chalie/settings.py)
-        self.env = dict(env or {})
+        self.config_file, self.env = config_file, dict(env or {})  # the settings' layers
         self.clock = clock or SystemClock()
         self.metrics = metrics or Metrics()
         self.prompts = Prompts.load()
@@ -336,6 +335,9 @@ class Server:
         if self._catalog is not None:
             self._catalog.set_rules(confirm=self.config.tools.confirm,
                                     block=self.config.tools.block)
+        if self._check_models and MODEL_KEYS.intersection(applied):  # models it built itself
+            self.models.rebuild(self.config.llm, self.prompts, self.metrics, close_after_s=(
+                self.config.act.timeout_s + self.config.llm.request_timeout_s))
         return applied, restart
 
     async def wait_failed(self) -> str:

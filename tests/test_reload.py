@@ -42,12 +42,22 @@ def test_live_keys_are_applied_and_the_rest_need_a_restart(make_config: MakeConf
     )
 
 
-def test_a_model_change_is_named_by_its_full_key(make_config: MakeConfig) -> None:
-    """A job's own model ([llm.primary]) and the embedder are reported as needing a restart,
-    by the key the person changed."""
+def test_a_model_change_applies_by_its_full_key_and_the_embedder_waits(
+    make_config: MakeConfig,
+) -> None:
+    """A job's own model ([llm.primary]) is applied while running, named by the key the
+    person changed, and only that key is taken; the embedder needs a restart; a job's context
+    window too (the prompt's budget is set at start)."""
     old = make_config()
-    new = make_config(llm={"primary": {"model": "bigger"}}, memory={"embedder": "openai"})
-    assert changes(old, new) == ([], ["llm.primary.model", "memory.embedder"])
+    new = make_config(llm={"primary": {"model": "bigger", "context_window": 4096}},
+                      memory={"embedder": "openai"})
+    applied, restart = changes(old, new)
+    assert (applied, restart) == (["llm.primary.model"],
+                                  ["llm.primary.context_window", "memory.embedder"])
+    effective = merged(old, new, applied)
+    primary = effective.llm.job("primary")
+    assert primary is not None
+    assert (primary.model, primary.context_window) == ("bigger", old.llm.context_window)
 
 
 def test_merged_takes_only_the_applied_keys(make_config: MakeConfig) -> None:
@@ -64,10 +74,14 @@ def test_merged_takes_only_the_applied_keys(make_config: MakeConfig) -> None:
 
 def test_every_reloadable_key_is_a_config_key(make_config: MakeConfig) -> None:
     """A misspelt key in RELOADABLE would never be applied: each names a real setting."""
-    config = make_config()
+    config = make_config(llm={"primary": {"fallback": {"model": "small"}},
+                              "light": {"fallback": {"model": "small"}}})
     for key in RELOADABLE:
-        section, _, name = key.partition(".")
-        assert name in getattr(config, section).__struct_fields__, key
+        *tables, name = key.split(".")
+        node = config
+        for table in tables:
+            node = getattr(node, table)
+        assert name in node.__struct_fields__, key
 
 
 def test_new_budgets_govern_at_once_and_keep_what_was_spent() -> None:

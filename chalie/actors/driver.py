@@ -68,6 +68,7 @@ class TurnDriver:
         """Own `turn` from now on: its deadline runs from `turn.received_at`."""
         assert self.turn is None, "a turn is running already"
         self.turn = turn
+        turn.work = self._d.work.pinned()  # its models, whatever the settings change meanwhile
         turn.deadline = turn.received_at + turn.timeout_s
         turn.timer = self._deadline_timer(turn.id, turn.deadline)
 
@@ -145,7 +146,7 @@ class TurnDriver:
         turn.in_flight = request
         turn.snap(request, "act", d.clock.time())
         turn_id, timeout = turn.id, min(remaining, d.request_timeout_s)
-        work = d.work
+        work = turn.work or d.work
         stream = None
         if self.policy.attended and d.live is not None:
             stream = DeltaStream(turn_id, d.live, reset=turn.streamed)

@@ -54,7 +54,7 @@ class SideCalls:
             self._host.show(Status(stage="thinking", exchange_id=turn.id))
         turn.phase = "compacting"
         remaining = turn.deadline - d.clock.monotonic()
-        turn_id, timeout, work = turn.id, min(remaining, d.request_timeout_s), d.work
+        turn_id, timeout, work = turn.id, min(remaining, d.request_timeout_s), turn.work or d.work
 
         def job() -> Any:
             return CompactionReturned(turn_id, stage, work.call_llm(side, timeout, light=True),
@@ -96,7 +96,7 @@ class SideCalls:
         request = d.critic.request(turn.loop, call, result)
         turn.snap(request, "critic", d.clock.time())
         turn.phase = "critic"
-        turn_id, timeout, work = turn.id, min(remaining, d.request_timeout_s), d.work
+        turn_id, timeout, work = turn.id, min(remaining, d.request_timeout_s), turn.work or d.work
 
         def job() -> Any:
             return CriticReturned(turn_id, call, critic.check(

@@ -66,6 +66,7 @@ class Turn:
     recalled: tuple[int, ...] = ()  # memory keys that went into the prompt
     snapshots: list[SnapshotRow] = field(default_factory=list)
     cognition: Any = None  # a person's turn: its TurnCognition (chalie/actors/session_cognition)
+    work: Any = None  # the path's Work with the models the turn began with (Work.pinned)
 
     def snap(self, request: ChatRequest, purpose: str, now: float) -> None:
         """Keep this LLM request as sent."""

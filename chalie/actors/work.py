@@ -7,6 +7,7 @@ spending governor, which pauses a background path that used its daily budget.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any
@@ -33,6 +34,16 @@ class Work:
         self.metrics = metrics
         self.path = path
         self._governor = governor
+
+    def pinned(self) -> Work:
+        """This Work with its models as they are now (chalie/llm/route.py, Job.pinned): a turn
+        keeps the models it started with when the settings change them meanwhile."""
+        pinned = copy.copy(self)
+        for name in ("_provider", "_light"):
+            pin = getattr(getattr(self, name), "pinned", None)
+            if pin is not None:
+                setattr(pinned, name, pin())
+        return pinned
 
     def call_llm(self, request: ChatRequest, timeout: float, *, light: bool = False,
                  on_text: TextSink | None = None) -> ChatResponse:

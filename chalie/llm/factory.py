@@ -85,6 +85,34 @@ class Models:
             for other in others:
                 other.status = first.status
 
+    def replace(self, new: Models) -> list[Endpoint]:
+        """Take `new`'s models for each job from its next call on (settings changed while
+        running); returns the endpoints replaced, to close once no turn can use them."""
+        replaced: list[Endpoint] = []
+        for job, fresh in zip(self.jobs, new.jobs, strict=True):
+            replaced += job.swap(fresh.endpoints)
+        return replaced
+
+    def rebuild(self, llm: LlmConfig, prompts: Prompts, metrics: Metrics | None, *,
+                close_after_s: float) -> None:
+        """Build every job's models from `llm` and answer with them from the next call on;
+        the replaced providers are closed `close_after_s` later (no turn that began with them
+        is still running by then), and the new ones are checked, as at start."""
+        fresh = build_models(llm, prompts, metrics)
+        replaced = self.replace(fresh)
+        log.info("models_changed", **{job.name: job.describe()["model"] for job in self.jobs})
+        kept = {id(e.provider) for job in self.jobs for e in job.endpoints}
+        old = {id(e.provider): e.provider for e in replaced if id(e.provider) not in kept}
+
+        def close() -> None:
+            for provider in old.values():
+                provider.close()
+
+        timer = threading.Timer(close_after_s, close)
+        timer.daemon = True
+        timer.start()
+        self.check()
+
     def close(self) -> None:
         closed: set[int] = set()
         for job in self.jobs:

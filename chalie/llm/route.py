@@ -193,6 +193,21 @@ class Job:
     def models(self, *, timeout_s: float) -> tuple[str, ...]:
         return self.endpoints[0].provider.models(timeout_s=timeout_s)
 
+    # -- changing models while running --
+
+    def swap(self, endpoints: list[Endpoint]) -> list[Endpoint]:
+        """Answer with `endpoints` from the next call on (settings saved while running); the
+        ones it replaces, which calls already out (and turns pinned to them) still use."""
+        assert endpoints, "a job needs a model"
+        with self._lock:
+            old, self.endpoints = self.endpoints, endpoints
+        return old
+
+    def pinned(self) -> Job:
+        """This job as it is now, for one turn: a turn that started with a model finishes with
+        it, whatever is swapped in meanwhile."""
+        return Job(self.name, self.endpoints, self._metrics, sleep=self._sleep, rng=self._rng)
+
     def close(self) -> None:
         for e in self.endpoints:
             e.provider.close()

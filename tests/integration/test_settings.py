@@ -5,13 +5,14 @@ keys the environment sets locked, secrets never sent back."""
 from __future__ import annotations
 
 import stat
+import threading
 import tomllib
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from tests.integration.harness import ServerProcess, StubLlm
+from tests.integration.harness import Reply, ServerProcess, StubLlm, completion
 
 
 def api(server: ServerProcess) -> httpx.Client:
@@ -33,32 +34,34 @@ def test_settings_are_listed_saved_applied_and_kept_across_a_restart(
             assert listed["llm.base_url"]["source"] == "file"  # the harness's config file
             assert listed["dmn.daily_cap"]["source"] == "default"
             assert listed["dmn.daily_cap"]["live"] is True
-            assert listed["llm.model"]["live"] is False
+            assert listed["llm.model"]["live"] is True
+            assert listed["llm.context_window"]["live"] is False
             saved = client.patch("/api/settings", json={
-                "dmn.daily_cap": 5, "tools.confirm": ["forget"], "llm.model": "stub-model"})
+                "dmn.daily_cap": 5, "tools.confirm": ["forget"], "llm.context_window": 16384})
             assert saved.status_code == 200, saved.text
             body = saved.json()
             assert body["applied"] == ["dmn.daily_cap", "tools.confirm"]
-            assert body["restart_needed"] == ["llm.model"]
+            assert body["restart_needed"] == ["llm.context_window"]
             listed = by_key(body)
             assert (listed["dmn.daily_cap"]["value"], listed["dmn.daily_cap"]["source"]) == (
                 5, "settings")
             assert listed["dmn.daily_cap"]["pending"] is False  # applied
-            assert (listed["llm.model"]["value"], listed["llm.model"]["pending"]) == (
-                "stub-model", True)  # saved, for the next start
+            assert (listed["llm.context_window"]["value"],
+                    listed["llm.context_window"]["pending"]) == (16384, True)  # next start
         file = tmp_path / "data" / "settings.toml"
         assert stat.S_IMODE(file.stat().st_mode) == 0o600
         assert tomllib.loads(file.read_text()) == {
             "dmn": {"daily_cap": 5}, "tools": {"confirm": ["forget"]},
-            "llm": {"model": "stub-model"}}
+            "llm": {"context_window": 16384}}
     finally:
         assert server.stop() == 0
     again = ServerProcess(tmp_path, llm).start()
     try:
         with api(again) as client:
             listed = by_key(client.get("/api/settings").json())
-            assert (listed["llm.model"]["value"], listed["llm.model"]["source"]) == (
-                "stub-model", "settings")
+            assert (listed["llm.context_window"]["value"],
+                    listed["llm.context_window"]["source"],
+                    listed["llm.context_window"]["pending"]) == (16384, "settings", False)
             # null removes a saved value: back to the lower layers.
             assert client.patch("/api/settings", json={"dmn.daily_cap": None}).status_code == 200
             listed = by_key(client.get("/api/settings").json())
@@ -107,9 +110,45 @@ def test_a_key_the_environment_sets_is_locked_and_a_secret_is_never_sent_back(
             assert secret not in saved.text
             listed = by_key(client.get("/api/settings").json())
             assert listed["llm.light.api_key"] == {
-                "key": "llm.light.api_key", "value": None, "source": "settings", "live": False,
-                "locked": False, "secret": True, "set": True, "pending": True}
+                "key": "llm.light.api_key", "value": None, "source": "settings", "live": True,
+                "locked": False, "secret": True, "set": True, "pending": False}
             assert secret not in client.get("/api/settings").text
     finally:
         server.stop()
     assert not any(secret in line for line in server.lines)
+
+
+def test_a_model_saved_while_running_answers_the_next_message_and_not_the_running_one(
+    tmp_path: Path, llm: StubLlm
+) -> None:
+    """The model's address changed while a turn streams from the old one: that turn finishes
+    with the old model, the next message is answered by the new one; no restart."""
+    other = StubLlm()
+    release = threading.Event()
+    server = ServerProcess(tmp_path, llm).start()
+    try:
+        llm.queue(Reply(completion("from the first model"), pause=release, pause_after=1))
+        other.queue(completion("from the second model"))
+        chat = server.connect(deltas=True)
+        chat.send({"type": "chat", "text": "a long question"})
+        chat.recv_until(lambda f: f["type"] == "message_delta")  # it is streaming now
+        with api(server) as client:
+            saved = client.patch("/api/settings", json={"llm.base_url": other.base_url})
+            assert saved.status_code == 200, saved.text
+            assert saved.json()["applied"] == ["llm.base_url"]
+        release.set()
+        running = chat.recv_until(lambda f: f["type"] == "done")
+        assert text_of(running) == "from the first model"
+        assert text_of(chat.turn("and now?")) == "from the second model"
+        assert len(other.requests) == 1
+        health = httpx.get(f"{server.url}/health").json()
+        assert health["llm"]["primary"]["address"] == other.base_url
+    finally:
+        release.set()
+        server.stop()
+        other.close()
+
+
+def text_of(frames: list[dict[str, Any]]) -> str:
+    message = next(f for f in frames if f["type"] == "message")
+    return "".join(b["text"] for b in message["blocks"] if b["type"] == "text")
