@@ -177,7 +177,12 @@ def _reload(server: Server, path: Path | None) -> None:
                     note="the server goes on with the config it has")
         return
     log_before = server.config.log
-    applied, restart = server.reload(new)
+    try:
+        applied, restart = server.reload(new)
+    except ChalieError as e:  # a model that cannot be built: nothing was applied
+        log.warning("reload_refused", problem=str(e),
+                    note="the server goes on with the config it has")
+        return
     if server.config.log != log_before:
         logs.configure(server.config.log.format, server.config.log.level)
     log.info("config_reloaded", applied=applied, needs_restart=restart)

@@ -281,3 +281,23 @@ def _what(job: Job, endpoint: Endpoint) -> str:
     if endpoint.kind == "script":
         return f"{role}: script {endpoint.address}"
     return f"{role}: {endpoint.kind} {endpoint.model} at {endpoint.address}"
+
+
+def live_checks(llm: LlmConfig, prompts: Prompts, timeout_s: float = 10.0,
+                ) -> tuple[list[dict[str, str]], list[str] | None]:
+    """The checks above for an [llm] as it would be (POST /api/settings/test, `chalie setup`):
+    their lines as JSON, and the models the primary model's server offers (None when it does
+    not say: unreachable, or no model list)."""
+    lines = [{"level": line.level, "what": line.what, "problem": line.problem}
+             for line in check_models(llm, prompts)]
+    primary = llm.job("primary") or llm
+    try:
+        provider = build_provider(primary)
+    except (ConfigError, LlmError):
+        return lines, None
+    try:
+        return lines, sorted(provider.models(timeout_s=timeout_s))
+    except LlmError:
+        return lines, None
+    finally:
+        provider.close()

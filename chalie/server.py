@@ -294,9 +294,7 @@ class Server:
             default_zone=server_paths.default_zone(self.config),
             models=self.models,
             store=self.store_health,
-            config_file=self.config_file,
-            env=self.env,
-            apply_config=self.reload,
+            **server_programs.settings_hooks(self),
             backoff=self.backoff,
         )
         app = make_app(self._edge)
@@ -322,7 +320,11 @@ class Server:
         (keys applied, keys that need a restart). `self.config` becomes the config in effect.
         Call on the IOLoop, where the edge's handlers read it."""
         applied, restart = changes(self.config, new)
-        self.config = merged(self.config, new, applied)
+        effective = merged(self.config, new, applied)
+        if self._check_models and MODEL_KEYS.intersection(applied):  # first: it may refuse
+            self.models.rebuild(effective.llm, self.prompts, self.metrics, close_after_s=(
+                effective.act.timeout_s + effective.llm.request_timeout_s))
+        self.config = effective
         if self._edge is not None:
             self._edge.config = self.config
         if self._http is not None:  # from the next request on
@@ -335,9 +337,6 @@ class Server:
         if self._catalog is not None:
             self._catalog.set_rules(confirm=self.config.tools.confirm,
                                     block=self.config.tools.block)
-        if self._check_models and MODEL_KEYS.intersection(applied):  # models it built itself
-            self.models.rebuild(self.config.llm, self.prompts, self.metrics, close_after_s=(
-                self.config.act.timeout_s + self.config.llm.request_timeout_s))
         return applied, restart
 
     async def wait_failed(self) -> str:

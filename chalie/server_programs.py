@@ -17,7 +17,7 @@ import apsw
 import httpx
 import pykka
 
-from chalie import server_paths
+from chalie import doctor_models, server_paths
 from chalie.actors.interface_health import HealthDeps, InterfaceHealth
 from chalie.actors.pool import WorkerPool
 from chalie.actors.supervisor import ChildSpec, Directory, Link
@@ -112,3 +112,12 @@ def children(config: Config, p: OtherPrograms, *, read: Callable[[], apsw.Connec
         return McpSupervisor.start(link, servers=config.mcp, catalog=p.catalog, **common)
 
     return (*specs, ChildSpec("mcp", start_mcp))
+
+
+def settings_hooks(server: Any) -> dict[str, Any]:
+    """What the edge needs for /api/settings (chalie/edge/rest_settings.py): the layers the
+    config came from, how a changed one is applied (Server.reload), how models are tested."""
+    prompts = server.prompts
+    return {"config_file": server.config_file, "env": server.env, "apply_config": server.reload,
+            "test_models": lambda llm: doctor_models.live_checks(llm, prompts),
+            "embedder": server.embedder}

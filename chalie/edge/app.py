@@ -31,7 +31,7 @@ from chalie.edge.rest_memory import (
 from chalie.edge.rest_messages import MessagesHandler
 from chalie.edge.rest_ops import HealthHandler, MetricsHandler
 from chalie.edge.rest_schedules import ScheduleHandler, SchedulesHandler
-from chalie.edge.rest_settings import SettingsHandler
+from chalie.edge.rest_settings import SettingsHandler, TestHandler
 from chalie.edge.rest_signals import BatchHandler, SignalHandler
 from chalie.edge.rest_state import StateHandler
 from chalie.edge.rest_subscriptions import SubscriptionHandler, SubscriptionsHandler
@@ -89,6 +89,7 @@ def make_app(ctx: EdgeContext) -> tornado.web.Application:
             (r"/api/mcp", McpHandler, args),
             (r"/api/state", StateHandler, args),
             (r"/api/settings", SettingsHandler, args),
+            (r"/api/settings/test", TestHandler, args),
             (OPENAPI_PATH, OpenApiHandler, args),
         ],
         websocket_max_message_size=max(HARD_FRAME_LIMIT, ctx.config.server.max_frame_bytes),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import apsw
 
@@ -12,7 +13,7 @@ from chalie.actors.supervisor import Directory
 from chalie.background.backoff import Backoff
 from chalie.background.governor import Governor
 from chalie.clock import Clock
-from chalie.config import Config
+from chalie.config import Config, LlmConfig
 from chalie.edge.auth import Authenticator, LoginThrottle
 from chalie.edge.hub import SocketHub
 from chalie.edge.ratelimit import RestRateLimit
@@ -60,4 +61,9 @@ class EdgeContext:
     config_file: Path | None = None
     env: Mapping[str, str] = field(default_factory=dict)
     apply_config: Callable[[Config], tuple[list[str], list[str]]] | None = None
+    # The doctor's model checks for an [llm] as it would be: (check lines as JSON, the models
+    # the primary's server offers or None); blocking (POST /api/settings/test).
+    embedder: Any = None  # the Embedder in use (GET /health says when it stands in)
+    test_models: Callable[[LlmConfig], tuple[list[dict[str, str]], list[str] | None]] | None \
+        = None
     backoff: Backoff | None = None  # background jobs waiting after failures (GET /health)

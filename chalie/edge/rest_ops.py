@@ -54,6 +54,17 @@ class StoreState(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     held_messages: int
 
 
+class EmbedderState(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The embedder in use, and whether it stands in for the one configured (memory.embedder:
+    "minilm" falls back to "hashed" when its weights cannot be had; `reason` says why)."""
+
+    kind: str
+    space: str
+    wanted: str
+    fell_back: bool
+    reason: str | None
+
+
 class Health(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
     status: Literal["ok", "failing"]
     name: str
@@ -61,6 +72,7 @@ class Health(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defau
     jobs: list[JobWait]  # always there: [] when every background job works
     llm: dict[str, ModelState] | None = None  # by job; absent on a server with no models
     store: StoreState | None = None  # absent only on a server with no store (tests)
+    embedder: EmbedderState | None = None
 
 
 class HealthHandler(JsonHandler):
@@ -90,7 +102,15 @@ class HealthHandler(JsonHandler):
             self.set_status(503)
         jobs = msgspec.convert(jobs_field(self.ctx), list[JobWait])
         self.write_json(Health("ok" if healthy and writable else "failing", "chalie",
-                               __version__, jobs, llm, described))
+                               __version__, jobs, llm, described, self._embedder()))
+
+    def _embedder(self) -> EmbedderState | None:
+        embedder, wanted = self.ctx.embedder, self.ctx.config.memory.embedder
+        if embedder is None:
+            return None
+        fell_back = embedder.kind != wanted
+        return EmbedderState(embedder.kind, embedder.space, wanted, fell_back,
+                             getattr(embedder, "origin", None) if fell_back else None)
 
 
 class MetricsHandler(JsonHandler):

@@ -23,7 +23,7 @@ from chalie import settings
 from chalie.config_load import load_config
 from chalie.edge.api_spec import COOKIE_AUTH, Operation
 from chalie.edge.rest_base import ApiError, AuthedHandler
-from chalie.errors import ConfigError
+from chalie.errors import ChalieError, ConfigError
 
 log = structlog.get_logger("chalie.edge")
 
@@ -51,6 +51,51 @@ class SettingsSaved(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     settings: list[Setting]
 
 
+class Check(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One line of the model checks `chalie doctor` runs (chalie/doctor_models.py)."""
+
+    level: Literal["ok", "warn", "FAIL"]
+    what: str
+    problem: str  # what is wrong and the setting to change; "" when ok
+
+
+class Tested(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    ok: bool  # no check failed: saving these settings would give a working server
+    checks: list[Check]
+    models: list[str] | None  # what the primary model's server offers; null: it did not say
+
+
+class TestHandler(AuthedHandler):
+    """POST /api/settings/test: the model checks of `chalie doctor` (reachable, model served,
+    a tool call round trip, structured output), live, for the settings as they would be with
+    these changes (the same body as PATCH), without saving anything; and the list of models the
+    primary model's server offers, for choosing one."""
+
+    api = {"post": Operation(
+        "Check the models the settings would have with these changes, saving nothing",
+        {200: Tested}, auth=(COOKIE_AUTH,), body=dict[str, Value],
+        example={"llm.base_url": "http://127.0.0.1:11434/v1", "llm.model": "llama3.1"})}
+
+    async def post(self) -> None:
+        changes = self.decode_body(dict[str, Value])
+        bad = sorted(k for k in changes if k not in settings.SETTABLE or
+                     not k.startswith("llm."))
+        if bad:
+            raise ApiError(400, "; ".join(f"{k}: not a model setting" for k in bad))
+        saved = SettingsHandler.read_saved(self)
+        try:
+            candidate = load_config(self.ctx.config_file, env=self.ctx.env,
+                                    saved=SettingsHandler.merged(saved, changes))
+        except ConfigError as e:
+            raise ApiError(400, f"{e.key}: {e.problem}") from None
+        test = self.ctx.test_models
+        if test is None:
+            raise ApiError(503, "this server cannot test models")
+        checks, models = await self.off_loop(lambda: test(candidate.llm))
+        found = [msgspec.convert(c, Check) for c in checks]
+        self.write_json(Tested(not any(c.level == "FAIL" for c in found), found, models))
+
+
 class SettingsHandler(AuthedHandler):
     api = {
         "get": Operation("Every setting that can be changed here, with its value and source",
@@ -75,7 +120,7 @@ class SettingsHandler(AuthedHandler):
         problems = [f"{k}: cannot be changed here; set it in the config file"
                     for k in sorted(changes) if k not in settings.SETTABLE]
         problems += [f"{k}: {p}" for k, p in self._bad_values(saved, changes)]
-        new_saved = self._with(saved, changes)
+        new_saved = self.merged(saved, changes)
         if not problems:
             try:
                 new = load_config(self.ctx.config_file, env=self.ctx.env, saved=new_saved)
@@ -83,8 +128,13 @@ class SettingsHandler(AuthedHandler):
                 problems.append(f"{e.key}: {e.problem}")
         if problems:
             raise ApiError(400, "; ".join(problems))
-        settings.write(settings.path_for(self.ctx.config), new_saved)
-        applied, restart = self.ctx.apply_config(new) if self.ctx.apply_config else ([], [])
+        path = settings.path_for(self.ctx.config)
+        settings.write(path, new_saved)
+        try:
+            applied, restart = self.ctx.apply_config(new) if self.ctx.apply_config else ([], [])
+        except ChalieError as e:  # a model that cannot be built (a provider's extra missing)
+            settings.write(path, saved)
+            raise ApiError(400, f"nothing was saved: {e}") from None
         log.info("settings_saved", keys=sorted(changes), applied=applied,
                  restart_needed=restart)
         self.write_json(SettingsSaved(applied, restart, self._described(new_saved)))
@@ -92,8 +142,13 @@ class SettingsHandler(AuthedHandler):
     # -- helpers --
 
     def _saved(self) -> dict[str, Any]:
+        return SettingsHandler.read_saved(self)
+
+    @staticmethod
+    def read_saved(handler: AuthedHandler) -> dict[str, Any]:
+        """The saved settings; a 503 naming the file when it cannot be read."""
         try:
-            return settings.read(settings.path_for(self.ctx.config))
+            return settings.read(settings.path_for(handler.ctx.config))
         except ConfigError as e:
             raise ApiError(503, f"{e.key}: {e.problem}") from None
 
@@ -116,13 +171,13 @@ class SettingsHandler(AuthedHandler):
                 continue
             try:
                 load_config(self.ctx.config_file, env=self.ctx.env,
-                            saved=self._with(saved, {key: value}))
+                            saved=self.merged(saved, {key: value}))
             except ConfigError as e:
                 bad.append((key, e.problem if e.key == key else f"{e.key}: {e.problem}"))
         return bad
 
     @staticmethod
-    def _with(saved: dict[str, Any], changes: dict[str, Value]) -> dict[str, Any]:
+    def merged(saved: dict[str, Any], changes: dict[str, Value]) -> dict[str, Any]:
         out = copy.deepcopy(saved)
         for key, value in changes.items():
             if key in settings.SETTABLE:

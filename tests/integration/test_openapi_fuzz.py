@@ -15,8 +15,8 @@ nothing left to end). Operations with an id in their path run twice: with drawn 
 but DELETE, which would remove what the rest needs) with the id of something that exists, so
 the found path is checked too. Besides the drawn bodies, an operation's example body in the
 document is sent (schemathesis's explicit phase): a drawn one is seldom one a handler takes (a
-cron expression, a signal type). A subscription's URL is pointed at loopback whatever was
-drawn: no stream outside this machine.
+cron expression, a signal type). A subscription's URL, and a model's address saved or tested
+in the settings, are pointed at loopback whatever was drawn: nothing leaves this machine.
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def test_every_operation_answers_as_documented(served: Served) -> None:
     assert fuzz.failures == [], "\n\n".join(fuzz.failures)
     assert [o.label for o in operations][-1] == LAST
     assert {o.label for o in operations} == documented - {SELF}
-    assert len(operations) == 42
+    assert len(operations) == 43
     assert served.server.errors() == [], served.server.errors()[:3]
     assert not [line for line in served.server.lines if "Traceback" in line]
 
@@ -185,6 +185,12 @@ class Fuzz:
         if case.operation.label == "POST /api/subscriptions" and isinstance(body, dict) \
                 and isinstance(body.get("url"), str):
             body["url"] = f"ws://127.0.0.1:{self.served.llm.port}/feed"
+        # A model's address, saved or tested: the stub's, whatever was drawn.
+        if case.operation.label in ("PATCH /api/settings", "POST /api/settings/test") \
+                and isinstance(body, dict):
+            for key in [k for k in body if isinstance(k, str) and k.endswith("base_url")]:
+                if isinstance(body[key], str):
+                    body[key] = f"http://127.0.0.1:{self.served.llm.port}/v1"
 
 
 def _described(error: BaseException) -> str:

@@ -152,3 +152,32 @@ def test_a_model_saved_while_running_answers_the_next_message_and_not_the_runnin
 def text_of(frames: list[dict[str, Any]]) -> str:
     message = next(f for f in frames if f["type"] == "message")
     return "".join(b["text"] for b in message["blocks"] if b["type"] == "text")
+
+
+def test_a_model_setting_is_tested_live_before_it_is_saved(tmp_path: Path, llm: StubLlm) -> None:
+    """POST /api/settings/test runs the doctor's checks against the settings as they would be,
+    lists the models the server offers, and saves nothing; an unreachable address fails,
+    naming the setting to change."""
+    other = StubLlm()
+    server = ServerProcess(tmp_path, llm).start()
+    try:
+        with api(server) as client:
+            other.queue(completion(tool_calls=[("memory", '{"action": "recall", "query": "x"}')]))
+            tested = client.post("/api/settings/test", json={"llm.base_url": other.base_url,
+                                                             "llm.model": "stub-model"})
+            assert tested.status_code == 200, tested.text
+            body = tested.json()
+            assert body["models"] == sorted(other.models)
+            assert body["checks"][0]["what"].startswith("primary model: openai stub-model at ")
+            assert other.requests  # it really asked the other server
+            down = client.post("/api/settings/test", json={"llm.base_url": "http://127.0.0.1:9/v1"})
+            failed = down.json()
+            assert failed["ok"] is False
+            assert failed["models"] is None
+            assert any(c["level"] == "FAIL" and "llm.base_url" in c["problem"]
+                       for c in failed["checks"])
+            assert client.post("/api/settings/test", json={"dmn.daily_cap": 3}).status_code == 400
+        assert not (tmp_path / "data" / "settings.toml").exists()  # nothing saved
+    finally:
+        server.stop()
+        other.close()
