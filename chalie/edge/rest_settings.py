@@ -14,6 +14,7 @@ applied half-way). Cookie only.
 from __future__ import annotations
 
 import copy
+import importlib.util
 from typing import Any, Literal
 
 import msgspec
@@ -28,6 +29,7 @@ from chalie.errors import ChalieError, ConfigError
 log = structlog.get_logger("chalie.edge")
 
 Value = str | int | float | bool | list[str] | None
+Provider = Literal["openai", "anthropic", "llamacpp"]
 
 
 class Setting(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -43,6 +45,16 @@ class Setting(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 class SettingsList(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     settings: list[Setting]
+    # The providers this installation can run: openai (any OpenAI-compatible server) and
+    # anthropic always; llamacpp (a GGUF in process) when the `local` extra is installed.
+    providers: list[Provider]
+
+
+def providers() -> list[Provider]:
+    out: list[Provider] = ["openai", "anthropic"]
+    if importlib.util.find_spec("xllamacpp") is not None:
+        out.append("llamacpp")
+    return out
 
 
 class SettingsSaved(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -107,7 +119,7 @@ class SettingsHandler(AuthedHandler):
     }
 
     def get(self) -> None:
-        self.write_json(SettingsList(self._described(self._saved())))
+        self.write_json(SettingsList(self._described(self._saved()), providers()))
 
     def patch(self) -> None:
         changes = self.decode_body(dict[str, Value])
