@@ -53,12 +53,11 @@ class HeldMessages:
              exchange_id: str | None = None) -> None:
         """Keep `request` (a turn for it, `exchange_id`, could not be stored: end it too), or
         refuse it when there is no room or the fault will not pass by itself."""
-        health = self._health
-        assert health is not None
-        why = why or health.words() or "the store could not take the message"
-        fault = health.fault  # None: it passed meanwhile, and StoreWritable is on its way
-        kept = isinstance(request, UserMessage) and (fault is None or fault.state != "damaged") \
-            and health.hold()
+        health = self._health  # None (a Session built without one, in tests): refused
+        why = why or (health.words() if health else "") or "the store could not take the message"
+        fault = health.fault if health else None  # None: it passed, StoreWritable is coming
+        kept = health is not None and isinstance(request, UserMessage) \
+            and (fault is None or fault.state != "damaged") and health.hold()
         if kept:
             assert isinstance(request, UserMessage)
             self._queue.append(request)
