@@ -27,6 +27,8 @@ data directory reads the file again on `systemctl reload chalie` (SIGHUP).
 from __future__ import annotations
 
 import argparse
+import os
+import pwd
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -105,6 +107,9 @@ def run(args: argparse.Namespace, *, env: Mapping[str, str], stdin: TextIO | Non
         config, saved = settings.load(args.config, env)
     except ConfigError as e:
         return _refuse(f"{e}")
+    problem = wrong_user(Path(config.store.path), os.geteuid())
+    if problem is not None:
+        return _refuse(problem)
     form = Form(table_for(args.job, args.fallback), args.config, config, saved, env)
     term = Terminal(stdin, out, form.hide)
     try:
@@ -116,7 +121,7 @@ def run(args: argparse.Namespace, *, env: Mapping[str, str], stdin: TextIO | Non
         return _check_and_save(form, args, term)
     except Refused as e:
         return _refuse(str(e))
-    except Stopped:
+    except (Stopped, KeyboardInterrupt):
         print("\nchalie: setup stopped; nothing saved", file=sys.stderr)
         return 1
 
@@ -167,6 +172,9 @@ def _from_flags(form: Form, args: argparse.Namespace, stdin: TextIO) -> None:
         if not args.model.strip():
             raise Refused("--model: empty")
         form.set("model", args.model)
+    if form.changed("provider") and form.value("provider") == "llamacpp" \
+            and not form.changed("model") and form.current("provider") != "llamacpp":
+        raise Refused("provider llamacpp needs --model: the .gguf file's path")
     if args.context_window is not None:
         if args.context_window <= 0:
             raise Refused("--context-window: must be a positive number of tokens")
@@ -246,6 +254,30 @@ def _who_uses_them(directory: Path) -> str:
     signal = f"`kill -HUP {pid}`" if pid else "SIGHUP"
     return (f"chalie: a server ({who}) runs on {directory}: `systemctl reload chalie` (or "
             f"{signal}) makes it read them; the dashboard's settings show what is in effect")
+
+
+def wrong_user(directory: Path, euid: int) -> str | None:
+    """Why saving into `directory` as user `euid` would leave settings the server cannot read
+    (the directory is another user's: the service's), or None. Root may write anywhere, so for
+    root a data directory not made yet counts as its nearest existing parent's owner's."""
+    directory = directory.absolute()
+    try:
+        if directory.exists():
+            owner = directory.stat().st_uid
+        elif euid == 0:
+            owner = next(p for p in directory.parents if p.exists()).stat().st_uid
+        else:
+            return None
+    except OSError:
+        return None
+    if owner == euid:
+        return None
+    try:
+        name = pwd.getpwuid(owner).pw_name
+    except KeyError:
+        name = f"#{owner}"
+    return (f"{directory} belongs to {name}: run `sudo -u {name} chalie setup` (with the same "
+            "--config), so that the server can read what is saved")
 
 
 def _list_models(form: Form) -> tuple[list[str] | None, str]:

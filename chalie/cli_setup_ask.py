@@ -98,6 +98,10 @@ def _choose(term: Terminal, question: str, names: list[str], default: int) -> in
 
 def _provider(form: Form, term: Terminal) -> None:
     now = preset_for(form.current("provider"), form.current("base_url"))
+    if form.locked("provider") and form.locked("base_url"):
+        _say_locked(form, term, "provider")
+        _say_locked(form, term, "base_url")
+        return
     presets = list(offered())
     if _say_locked(form, term, "provider"):
         presets = [p for p in presets if p.provider == form.current("provider")]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import pty
+import pwd
 import select
 import socket
 import stat
@@ -19,6 +20,8 @@ from pathlib import Path
 import pytest
 
 from chalie import settings
+from chalie.cli_setup import wrong_user
+from chalie.cli_setup_form import offered
 from chalie.store.lock import DataLock
 from tests.conftest import write_config
 from tests.integration.harness import ROOT, WAIT_S, StubLlm, completion
@@ -282,3 +285,46 @@ def test_interactive_questions_over_a_terminal_save_the_answers(
     assert settings.read(saved_file(tmp_path)) == {"llm": {
         "provider": "openai", "base_url": stub.base_url, "api_key": SECRET,
         "model": "stub-model", "context_window": 8192}}
+
+
+def test_another_users_data_directory_is_refused_naming_the_owner(tmp_path: Path) -> None:
+    """Saving into the service user's data directory as someone else (root included) would
+    leave a file the server cannot read: refused, naming `sudo -u OWNER`."""
+    me = os.geteuid()
+    owner = pwd.getpwuid(me).pw_name
+    assert wrong_user(tmp_path, me) is None
+    assert f"run `sudo -u {owner} chalie setup`" in (wrong_user(tmp_path, me + 1) or "")
+    not_made = tmp_path / "data" / "store"
+    assert wrong_user(not_made, me + 1) is None  # it will be made as the user who saves
+    if me != 0:  # root writing where it has not made the directory yet: the parent's owner's
+        assert f"sudo -u {owner}" in (wrong_user(not_made, 0) or "")
+
+
+def test_interactive_keys_the_environment_sets_are_not_asked_and_no_saves_nothing(
+    tmp_path: Path, stub: StubLlm,
+) -> None:
+    """With CHALIE_LLM__MODEL set the model question says it is locked and is skipped; the
+    checks use the environment's model; answering n to saving leaves no file and exits 1."""
+    queue_tool_round_trip(stub)
+    config = config_file(tmp_path, base_url=stub.base_url)
+    term = Terminal([sys.executable, "-m", "chalie", "setup", "--config", str(config)],
+                    clean_env(CHALIE_LLM__MODEL="stub-model"))
+    try:
+        term.expect(f"Choose [{len(offered())}]: ")  # the last: another OpenAI server
+        term.type("")
+        term.expect(f"[{stub.base_url}]: ")
+        term.type("")
+        term.expect("API key (not shown; Enter for none): ")
+        term.type("")
+        term.expect("llm.model is set by the environment (CHALIE_LLM__MODEL): kept, not asked")
+        term.expect("Context window (tokens) [8192]: ")
+        term.type("")
+        term.expect(f"ok    primary model: openai stub-model at {stub.base_url}")
+        term.expect("[Y/n]: ")
+        term.type("n")
+        term.expect("Nothing saved.")
+        assert term.finish() == 1, term.seen
+    finally:
+        term.close()
+    assert "Model (" not in term.seen
+    assert not saved_file(tmp_path).exists()
