@@ -69,7 +69,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "check it live as `chalie doctor` does; save it to <store.path>/settings.toml.",
         epilog="Exit codes: 0 saved; 1 a check FAILed (nothing saved unless "
         "--save-on-failure), or not saved; 2 bad flags, a config error or a locked key.")
-    parser.add_argument("--config", type=Path, help="TOML file merged over config/chalie.toml")
+    parser.add_argument("--config", type=Path, metavar="FILE",
+                        help="TOML file merged over config/chalie.toml (the server's own)")
     parser.add_argument("--non-interactive", action="store_true",
                         help="ask nothing: take the flags below (for scripts)")
     parser.add_argument("--job", choices=("primary", "light"),
@@ -90,7 +91,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                      help="read the API key as one line from stdin")
     key.add_argument("--api-key", help=argparse.SUPPRESS)  # refused, saying why
     parser.add_argument("--model", help="the model's name (llamacpp: the .gguf file's path)")
-    parser.add_argument("--context-window", type=int, metavar="TOKENS")
+    parser.add_argument("--context-window", type=int, metavar="TOKENS",
+                        help="the model's context window in tokens")
     parser.add_argument("--no-test", action="store_true", help="skip the live checks")
     parser.add_argument("--save-on-failure", action="store_true",
                         help="save even when a check FAILs (the model server is not up yet)")
