@@ -17,6 +17,9 @@ JSON Lines, read it into a new store (chalie/cli_store.py); 0 done, 1 failed, 2 
 `chalie passwd [--config FILE]`: set a new login password (typed twice, or one line on stdin)
 and end every login session, also while the server runs (chalie/cli_auth.py); 0 done, 1
 refused (too short, or auth.password is set) or failed, 2 config error.
+`chalie setup [--config FILE]`: choose the model in a terminal (the browser's setup questions),
+check it live, save it to settings.toml; `--non-interactive` and flags for scripts
+(chalie/cli_setup.py); 0 saved, 1 a check FAILed and nothing saved, 2 bad flags or a locked key.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ import apsw
 import msgspec
 import structlog
 
-from chalie import cli_auth, cli_store, logs, settings
+from chalie import cli_auth, cli_setup, cli_store, logs, settings
 from chalie.actors.housekeeper import backup_directory
 from chalie.config import Config
 from chalie.edge.rest_turns import not_kept, prompts_document
@@ -61,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
                             help="TOML file merged over config/chalie.toml")
     cli_store.register(sub)
     cli_auth.register(sub)
+    cli_setup.register(sub)
     args = parser.parse_args(argv)
     try:
         config, _ = settings.load(args.config, os.environ)
@@ -69,6 +73,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.command == "snapshot":
         return _snapshot(config, args.turn_id, as_json=args.json)
+    if args.command == "setup":
+        logs.configure(config.log.format, "error", stream=sys.stderr)
+        return cli_setup.run(args, env=os.environ)
     if args.command == "passwd":
         logs.configure(config.log.format, "error", stream=sys.stderr)
         return cli_auth.run(config, args.config, env=os.environ)

@@ -55,10 +55,13 @@ def read(path: Path) -> dict[str, Any]:
     try:
         with path.open("rb") as f:
             saved = tomllib.load(f)
-    except FileNotFoundError:
-        return {}
+    except (FileNotFoundError, NotADirectoryError):  # none yet; or store.path is a file,
+        return {}  # which the commands that use the data directory report
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(str(path), f"not valid TOML: {e}; fix or delete it") from None
+    except OSError as e:  # another user's data directory, most likely
+        raise ConfigError(str(path), f"cannot be read: {e.strerror}; run as the user the "
+                          "server runs as") from None
     for key, _ in flatten(saved):
         if key not in SETTABLE:
             raise ConfigError(key, f"cannot be saved in {path}: set it in the config file")

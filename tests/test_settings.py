@@ -3,6 +3,7 @@ settings < environment."""
 
 from __future__ import annotations
 
+import os
 import stat
 from pathlib import Path
 
@@ -51,3 +52,21 @@ def test_each_key_is_locked_by_its_own_environment_variable() -> None:
     assert settings.env_name("dmn.daily_cap") == "CHALIE_DMN__DAILY_CAP"
     assert settings.env_name("llm.primary.fallback.model") == \
         "CHALIE_LLM__PRIMARY__FALLBACK__MODEL"
+
+
+def test_settings_that_cannot_be_read_are_a_config_error_naming_the_file(
+    tmp_path: Path,
+) -> None:
+    """A data directory that is a file has no settings (the doctor reports it); one that is
+    another user's is a ConfigError naming settings.toml, not a traceback."""
+    (tmp_path / "afile").write_text("x")
+    assert settings.read(tmp_path / "afile" / settings.FILE_NAME) == {}
+    file = tmp_path / "data" / settings.FILE_NAME
+    settings.write(file, {"dmn": {"daily_cap": 1}})
+    file.chmod(0)
+    try:
+        if os.geteuid() != 0:  # root reads it anyway
+            with pytest.raises(ConfigError, match="cannot be read"):
+                settings.read(file)
+    finally:
+        file.chmod(0o600)
