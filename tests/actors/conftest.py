@@ -50,6 +50,7 @@ from chalie.tools.registry import ToolRegistry
 from chalie.world.signals import WorldBoard
 
 WAIT_S = 10.0  # upper bound for another thread's work; a passing test never waits this long
+POLL_S = 0.005  # how often a wait looks again at what it waits for
 
 Read = Callable[[], apsw.Connection]
 
@@ -356,7 +357,7 @@ class Tree:
         while not ready():
             if time.monotonic() > deadline:
                 pytest.fail(f"gave up after {WAIT_S}s waiting for {what}")
-            time.sleep(0.002)
+            time.sleep(POLL_S)
 
     def deliver(self, message: Any, channel: str = "main") -> None:
         assert self.directory.tell("sessions", Deliver(channel, message))
