@@ -387,8 +387,10 @@ class Tree:
         self.action("approval", {"approval_id": approval_id, "approve": approve}, channel)
 
     def settle(self, channel: str = "main") -> None:
-        """Return once the channel's Session has handled everything delivered so far, and the
-        StoreWriter everything the Session sent it until then (mailboxes are FIFO)."""
+        """Return once the channel's Session has handled everything delivered so far, the
+        StoreWriter everything the Session sent it until then, and the Session what the
+        StoreWriter answered it meanwhile (TurnStored, after which an idle Session arms its
+        idle timer). Mailboxes are FIFO: each ask is a barrier, not a wait on time."""
         sessions = self.directory.get("sessions")
         assert sessions is not None
         session = sessions.proxy().child(f"session:{channel}").get(timeout=WAIT_S)
@@ -397,6 +399,7 @@ class Tree:
         writer = self.directory.get("store_writer")
         assert writer is not None
         writer.ask(RepushExchange(channel, "settle"), timeout=WAIT_S)  # no such exchange: no-op
+        session.ask(TurnDeadline("settle"), timeout=WAIT_S)
 
     def rows(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
         return query(Path(self.config.store.path), sql, *params)
