@@ -15,7 +15,7 @@ import queue
 import threading
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
@@ -51,10 +51,14 @@ class Ping(msgspec.Struct, frozen=True, tag=True):
 
 @dataclass(frozen=True)
 class Link:
-    """How a child reaches its supervisor."""
+    """How a child reaches its supervisor. `published` is set once the supervisor has put the
+    child's ref in the Directory (or decided not to): the child's `started()` waits for it, so
+    that a reply to what it sends there (a StoreWriter's nudge, through the Directory) finds it."""
 
     supervisor: pykka.ActorRef[Any]
     name: str
+    published: threading.Event = field(default_factory=threading.Event, compare=False,
+                                       repr=False)
 
 
 class Directory:
@@ -147,6 +151,9 @@ class SupervisedActor(pykka.ThreadingActor):
                 pass
 
     def on_start(self) -> None:
+        if self._link is not None:
+            # Bounded: a supervisor that never publishes (it crashed meanwhile) holds no one.
+            self._link.published.wait(STOP_TIMEOUT_S)
         try:
             self.started()
         except Exception as e:
@@ -293,10 +300,12 @@ class Supervisor(SupervisedActor):
         self._pending.setdefault(name, []).append(message)
 
     def _start_child(self, spec: ChildSpec) -> pykka.ActorRef[Any]:
-        ref = spec.start(Link(self.actor_ref, spec.name))
+        link = Link(self.actor_ref, spec.name)
+        ref = spec.start(link)
         self._refs[spec.name] = ref
         if spec.register:
             self._directory.set(spec.name, ref)
+        link.published.set()  # its started() runs now, with replies able to find it
         for message in self._pending.pop(spec.name, []):
             ref.tell(message)
         log.info("child_started", supervisor=self.name, child=spec.name)

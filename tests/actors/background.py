@@ -10,7 +10,7 @@ import pytest
 
 from chalie.actors.store_writer_messages import ApplyOps, OpsApplied
 from chalie.store.background_ops import Op
-from tests.actors.conftest import WAIT_S, Tree
+from tests.actors.conftest import POLL_S, WAIT_S, Tree
 
 NOW = 1_700_000_000.0  # the ManualClock's wall time at the start: 2023-11-14 22:13:20 UTC
 
@@ -35,7 +35,7 @@ def run_until(tree: Tree, ready: Callable[[], bool], what: str) -> None:
             return
         if time.monotonic() > deadline:
             pytest.fail(f"gave up after {WAIT_S}s waiting for {what}")
-        time.sleep(0.002)
+        time.sleep(POLL_S)
 
 
 def of_type(tree: Tree, kind: str, channel: str = "main") -> list[dict[str, Any]]:

@@ -51,6 +51,7 @@ from chalie.tools.registry import ToolRegistry
 from chalie.world.signals import WorldBoard
 
 WAIT_S = 10.0  # upper bound for another thread's work; a passing test never waits this long
+POLL_S = 0.005  # how often a wait looks again at what it waits for
 
 Read = Callable[[], apsw.Connection]
 
@@ -358,7 +359,7 @@ class Tree:
         while not ready():
             if time.monotonic() > deadline:
                 pytest.fail(f"gave up after {WAIT_S}s waiting for {what}")
-            time.sleep(0.002)
+            time.sleep(POLL_S)
 
     def deliver(self, message: Any, channel: str = "main") -> None:
         assert self.directory.tell("sessions", Deliver(channel, message))
@@ -388,8 +389,10 @@ class Tree:
         self.action("approval", {"approval_id": approval_id, "approve": approve}, channel)
 
     def settle(self, channel: str = "main") -> None:
-        """Return once the channel's Session has handled everything delivered so far, and the
-        StoreWriter everything the Session sent it until then (mailboxes are FIFO)."""
+        """Return once the channel's Session has handled everything delivered so far, the
+        StoreWriter everything the Session sent it until then, and the Session what the
+        StoreWriter answered it meanwhile (TurnStored, after which an idle Session arms its
+        idle timer). Mailboxes are FIFO: each ask is a barrier, not a wait on time."""
         sessions = self.directory.get("sessions")
         assert sessions is not None
         session = sessions.proxy().child(f"session:{channel}").get(timeout=WAIT_S)
@@ -398,6 +401,7 @@ class Tree:
         writer = self.directory.get("store_writer")
         assert writer is not None
         writer.ask(RepushExchange(channel, "settle"), timeout=WAIT_S)  # no such exchange: no-op
+        session.ask(TurnDeadline("settle"), timeout=WAIT_S)
 
     def rows(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
         return query(Path(self.config.store.path), sql, *params)

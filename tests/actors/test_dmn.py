@@ -103,7 +103,9 @@ def test_the_idle_trigger_fires_once_and_not_again_while_nothing_changes(
     run_until(tree, lambda: skips(tree, "cadence") == 1, "the cadence skip")
     settled(tree)
     tree.clock.advance(1800)
-    run_until(tree, lambda: skips(tree, "cadence") == 2, "another cadence skip")
+    # A skip counts the trigger, then the suppressed message: wait for the last of them.
+    run_until(tree, lambda: skips(tree, "cadence") == 2 and tree.metric(
+        "chalie_proactive_suppressed_total", reason="nothing_new") == 2, "another cadence skip")
     assert dmn_calls(provider) == 1
     assert of_type(tree, "notification") == []
     assert tree.metric("chalie_proactive_suppressed_total", reason="no_action") == 1
@@ -228,10 +230,11 @@ def test_a_message_deferred_too_long_is_dropped_and_counted(
     run_until(tree, lambda: tree.rows("SELECT status FROM proactive") == [("deferred",)],
               "the deferred message")
     tree.clock.advance(1_700_035_200.0 - tree.clock.time())
-    run_until(tree, lambda: tree.rows("SELECT status FROM proactive") == [("dropped",)],
-              "the drop")
+    # Stored, then counted by the StoreWriter after the commit: wait for the count.
+    run_until(tree, lambda: tree.metric("chalie_proactive_messages_total", path="dmn",
+                                        result="dropped") == 1, "the drop")
+    assert tree.rows("SELECT status FROM proactive") == [("dropped",)]
     assert of_type(tree, "notification") == []
-    assert tree.metric("chalie_proactive_messages_total", path="dmn", result="dropped") == 1
 
 
 def test_the_daily_cap_holds_back_messages_past_it(start_tree: Any, make_config: Any) -> None:
@@ -266,11 +269,12 @@ def test_a_used_up_budget_skips_triggers_without_calling_the_model(
     settled(tree)
     seed_episode(config.store.path, "Planned a trip to Porto in May")
     tree.clock.advance(1800)
-    run_until(tree, lambda: tree.metric("chalie_dmn_triggers_total", trigger="cadence",
-                                        result="budget") == 1, "the budget skip")
+    # A skip counts the trigger, then the suppressed message: wait for the last of them.
+    run_until(tree, lambda: tree.metric("chalie_proactive_suppressed_total",
+                                        reason="budget") == 1, "the budget skip")
+    assert tree.metric("chalie_dmn_triggers_total", trigger="cadence", result="budget") == 1
     assert dmn_calls(provider) == 1
     assert tree.metric("chalie_budget_paused", path="dmn") == 1
-    assert tree.metric("chalie_proactive_suppressed_total", reason="budget") == 1
 
 
 def test_a_zone_that_cannot_be_resolved_is_quiet_all_day_and_start_up_says_why(

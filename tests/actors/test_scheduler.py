@@ -57,7 +57,9 @@ def test_a_one_shot_prompt_notifies_once_when_due(start_tree: Any) -> None:
     run_until(tree, lambda: True, "nothing")
     assert notifications(tree) == []
     tree.clock.advance(1)
-    run_until(tree, lambda: len(notifications(tree)) == 1, "the notification")
+    # The Scheduler counts the run after handing it to the StoreWriter: wait for both.
+    run_until(tree, lambda: len(notifications(tree)) == 1 and tree.metric(
+        "chalie_schedule_runs_total", outcome="done") == 1, "the notification")
     [note] = notifications(tree)
     assert note["content"] == "Time to call mum."
     assert (note["source"], note["schedule_id"]) == ("schedule", "s1")
@@ -112,11 +114,12 @@ def test_a_run_whose_model_fails_still_reminds_the_person(start_tree: Any) -> No
     tree = start_tree(provider, tools=TOOLS, paths=True)
     apply(tree, InsertSchedule(schedule(next_run=NOW + 5, prompt="Take the bins out")))
     tree.clock.advance(5)
-    run_until(tree, lambda: len(notifications(tree)) == 1, "the fallback notification")
+    # The Scheduler counts the run after handing it to the StoreWriter: wait for both.
+    run_until(tree, lambda: len(notifications(tree)) == 1 and tree.metric(
+        "chalie_schedule_runs_total", outcome="failed") == 1, "the fallback notification")
     assert notifications(tree)[0]["content"] == "Reminder: Take the bins out"
     assert tree.rows("SELECT outcome, error FROM schedule_runs") == [
         ("failed", "connection refused")]
-    assert tree.metric("chalie_schedule_runs_total", outcome="failed") == 1
 
 
 def test_the_schedule_tool_in_a_turn_sets_up_a_prompt_that_runs_later(start_tree: Any) -> None:
@@ -196,8 +199,9 @@ def test_a_reminder_the_dmn_set_itself_counts_against_the_daily_cap(start_tree: 
     tree = start_tree(provider, tools=TOOLS, paths=True, dmn={"daily_cap": 0})
     apply(tree, InsertSchedule(schedule(next_run=NOW + 5, source="dmn")))
     tree.clock.advance(5)
-    run_until(tree, lambda: tree.rows("SELECT status FROM proactive") == [("suppressed",)],
+    # The Scheduler counts the message after handing it to the StoreWriter: wait for both.
+    run_until(tree, lambda: tree.rows("SELECT status FROM proactive") == [("suppressed",)]
+              and tree.metric("chalie_proactive_suppressed_total", reason="cap") == 1,
               "the suppressed message")
     assert notifications(tree) == []
     assert tree.rows("SELECT outcome FROM schedule_runs") == [("done",)]
-    assert tree.metric("chalie_proactive_suppressed_total", reason="cap") == 1

@@ -298,3 +298,49 @@ def test_supervisor_that_gives_up_is_restarted_by_its_parent(clock: WatchedClock
     assert new_inner is not None
     assert new_inner.is_alive()
     assert (restarts(metrics, "worker"), restarts(metrics, "inner")) == (1.0, 1.0)
+
+
+class Greeter(SupervisedActor):
+    """Says hello to the "peer" as it starts, and records what it is told."""
+
+    def __init__(self, link: Link | None, *, directory: Directory, seen: Recording) -> None:
+        super().__init__(link)
+        self._directory, self._seen = directory, seen
+
+    def started(self) -> None:
+        assert self._directory.tell("peer", "hello")
+
+    def on_receive(self, message: Any) -> Any:
+        self._seen.add(message)
+
+
+class Peer(SupervisedActor):
+    """Answers a hello through the Directory, as the StoreWriter answers the Encoder."""
+
+    def __init__(self, link: Link | None, *, directory: Directory) -> None:
+        super().__init__(link)
+        self._directory = directory
+
+    def on_receive(self, message: Any) -> Any:
+        if message == "hello":
+            assert self._directory.tell("greeter", "welcome")
+
+
+def test_an_answer_to_what_a_child_says_as_it_starts_reaches_it(clock: WatchedClock) -> None:
+    """A child's set-up runs once its supervisor has published it, so an answer sent through
+    the Directory at once finds it (an Encoder starting used to miss the writer's reply)."""
+    directory, seen = Directory(), Recording()
+
+    def start_peer(link: Link) -> pykka.ActorRef[Any]:
+        return Peer.start(link, directory=directory)
+
+    def start_greeter(link: Link) -> pykka.ActorRef[Any]:
+        return Greeter.start(link, directory=directory, seen=seen)
+
+    Supervisor.start(
+        None, name="root", clock=clock, directory=directory, metrics=Metrics(),
+        config=SupervisorConfig(backoff_initial_s=1.0, backoff_max_s=8.0, max_restarts=5,
+                                within_s=60.0),
+        children=(ChildSpec("peer", start_peer), ChildSpec("greeter", start_greeter)),
+    )
+    assert seen.wait_for(bool, "the peer's answer") == ["welcome"]
