@@ -510,6 +510,7 @@ class Client:
 def db_rows(path: Path, sql: str, *params: object) -> list[tuple[Any, ...]]:
     """Rows from the server's database on a connection of the test's own: what is on disk."""
     conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    conn.set_busy_timeout(10_000)  # a busy server's checkpoint must not fail the read
     try:
         return list(conn.execute(sql, params))
     finally:
