@@ -5,6 +5,9 @@
 import { createConnection, newClientId } from "./socket.js";
 import { createRenderer } from "./chat-render.js";
 import { createComposer } from "./chat-composer.js";
+import { createHealthWatch } from "./health-watch.js";
+import { startBanner } from "./health-banner.js";
+import { startSetupCard } from "./setup-card.js";
 
 const MAX_FRAME_BYTES = 60000; // under the server's 64 KiB frame limit, with room for the JSON
 const NEAR_BOTTOM_PX = 80;
@@ -120,7 +123,13 @@ const renderer = createRenderer({
   },
 });
 
+// /health: the banner of what is wrong, and the setup card while no model answers.
+const health = createHealthWatch();
+startBanner(health);
+startSetupCard(health, { composer: $("composer"), input, log });
+
 function showConnection(state) {
+  if (state === "open" && connectionBadge.dataset.state !== "open") health.refresh();
   connectionBadge.dataset.state = state;
   connectionBadge.textContent = CONNECTION_WORDS[state] || state;
   if (state === "open" && !openedOnce) { openedOnce = true; startReplay(); }
@@ -209,3 +218,4 @@ stop.addEventListener("click", () => {
 showConnection("connecting");
 for (const chat of connection.pending()) renderer.showEcho(chat, false);
 connection.start();
+health.refresh();
