@@ -139,3 +139,33 @@ def test_locked_restart_and_refused_settings_say_so(
     html = browser.page_source
     assert "sk-env-locked-42" not in html
     assert not [line for line in server.lines if "sk-env-locked-42" in line]
+
+
+def test_a_fallback_is_set_in_its_own_table(
+    browser: WebDriver, server: ServerProcess, llm: StubLlm, shot: Shot
+) -> None:
+    """The primary job's fallback, not set: its form says so; given an address and a model it
+    is saved in [llm.primary.fallback] alone, and /health shows it beside the primary model."""
+    login(browser, server, "/brain")
+    table = visible(browser, "#settings-llm-primary-fallback summary")
+    wait_text(browser, "#settings-llm-primary-fallback .table-summary", "not set")
+    table.click()
+    assert "Not set." in visible(browser, "#llm-primary-fallback-model-meta").text
+    visible(browser, "#llm-primary-fallback-save").click()
+    wait_text(browser, "#llm-primary-fallback-result", "Nothing changed.")
+    address = visible(browser, "#llm-primary-fallback-base-url")
+    address.send_keys(llm.base_url)
+    visible(browser, "#llm-primary-fallback-model").send_keys("stub-model")
+    visible(browser, "#llm-primary-fallback-save").click()
+    result = wait_text(browser, "#llm-primary-fallback-result",
+                       "In effect now: llm.primary.fallback.")  # the new table, whole
+    wait_text(browser, "#settings-llm-primary-fallback .table-summary",
+              f"openai stub-model at {llm.base_url}")
+    into_view(browser, result)
+    shot(browser, "fallback-saved")
+    with api(server) as client:
+        fallback = client.get("/health").json()["llm"]["primary"]["fallback"]
+        saved = {s["key"]: s for s in client.get("/api/settings").json()["settings"]}
+    assert (fallback["model"], fallback["address"]) == ("stub-model", llm.base_url)
+    assert saved["llm.primary.fallback.model"]["source"] == "settings"
+    assert saved["llm.model"]["source"] == "default"

@@ -49,7 +49,7 @@ export function createModelForm({ table, settings, providers, onSaved = () => {}
   const problem = el('p', { className: 'error-text form-error', id: `${p}-error`, role: 'alert' });
   const test = el('button', { type: 'button', id: `${p}-test`, text: 'Test' });
   const save = el('button', { type: 'submit', id: `${p}-save`, className: 'btn-primary', text: 'Save' });
-  const form = el('form', { className: 'model-form stack', id: `${p}-form`, novalidate: true,
+  const form = el('form', { className: 'model-form', id: `${p}-form`, novalidate: true,
     dataset: { table } });
   let current = settings;
 
@@ -112,13 +112,17 @@ export function createModelForm({ table, settings, providers, onSaved = () => {}
     const out = {};
     for (const [name, value] of Object.entries(wanted)) {
       const s = setting(name);
-      if (s.locked || value === null || value === s.value) continue;
+      const empty = value === null || (value === '' && s.value === null); // nothing typed, none set
+      if (s.locked || empty || value === s.value) continue;
       out[key(name)] = value;
     }
     if (!setting('api_key').locked) {
       if (f.apiKey.value) out[key('api_key')] = f.apiKey.value;
       else if (f.clearKey.checked) out[key('api_key')] = null;
     }
+    // A table with no model of its own yet (a fallback) gets a provider only with something else.
+    const alone = Object.keys(out).length === 1 && key('provider') in out;
+    if (setting('provider').value === null && alone) delete out[key('provider')];
     return out;
   }
 

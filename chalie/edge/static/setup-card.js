@@ -62,11 +62,9 @@ export function startSetupCard(watch, { composer, input, log }) {
     watch.refresh(); // the new model is checked at once: /health says when it answers
   }
 
-  function show(health) {
-    const jobs = Object.values(health.llm);
-    const problems = [...new Set(jobs.map((j) => j.error).filter(Boolean))];
-    why.textContent = 'Chalie has no model that answers, so it cannot reply yet. '
-      + problems.join(' ');
+  function show() {
+    why.textContent = 'Chalie has no model that answers, so it cannot reply yet (the banner '
+      + 'above says why). Choose a model server, test it, and save: no restart needed.';
     if (!shown) {
       shown = true;
       card.hidden = false;
@@ -97,7 +95,7 @@ export function startSetupCard(watch, { composer, input, log }) {
   watch.subscribe((health) => {
     const signature = JSON.stringify(health.llm);
     if (dismissedAt !== null && dismissedAt !== signature) dismissedAt = null;
-    if (noModelAnswers(health) && dismissedAt === null) show(health);
+    if (noModelAnswers(health) && dismissedAt === null) show();
     else hide();
   });
 }
