@@ -171,7 +171,8 @@ def test_a_model_still_unknown_leaves_the_message_box_until_the_check_answers(
 ) -> None:
     """While the start-up check waits on a model server that has not finished answering,
     /health says "unknown": the message box stays and no card shows; once the check fails
-    ("unreachable"), the card takes the message box's place."""
+    ("unreachable"), the card takes the message box's place, until the person asks for the
+    message box anyway."""
     with Trickle() as slow:
         server = serve(llm={"base_url": f"http://127.0.0.1:{slow.port}/v1"})
         login(browser, server)
@@ -184,6 +185,9 @@ def test_a_model_still_unknown_leaves_the_message_box_until_the_check_answers(
     hidden(browser, "#composer")
     assert model_state(server.url) == "unreachable"
     shot(browser, "unreachable")
+    visible(browser, "#setup-dismiss").click()  # "Use the message box anyway"
+    hidden(browser, "#setup")
+    assert browser.switch_to.active_element.get_attribute("id") == "input"
 
 
 class Trickle:

@@ -1,5 +1,6 @@
-// The chat page (/): wires the connection (socket.js), the conversation (chat-render.js) and
-// the composer (chat-composer.js). Sends a chat, or steers the running turn, from the same
+// The chat page (/): wires the connection (socket.js), the conversation (chat-render.js), the
+// composer (chat-composer.js), and what /health says (the banner; the setup card while no
+// model answers). Sends a chat, or steers the running turn, from the same
 // input; keeps the connection badge, the Send/Steer mode, the live region and the scroll.
 
 import { createConnection, newClientId } from "./socket.js";
