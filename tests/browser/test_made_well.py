@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from tests.browser.conftest import connected, find, login, phone, visible
-from tests.integration.harness import ServerProcess
+from tests.browser.conftest import Servers, connected, find, login, phone, visible
 
 Shot = Callable[[WebDriver, str], Path]
 CONTROLS = {"button", "textbox", "searchbox", "link", "checkbox", "radio", "combobox",
@@ -42,17 +41,24 @@ def luminance(rgb: list[int]) -> float:
     return 0.2126 * r + 0.7152 * g + 0.0722 * b
 
 
-@pytest.mark.parametrize("page", ["/", "/brain"], ids=["chat", "brain"])
+@pytest.mark.parametrize("page", ["/", "/brain", "setup"], ids=["chat", "brain", "setup-card"])
 def test_every_control_is_named_dark_follows_the_system_and_a_phone_fits(
-    browser: WebDriver, server: ServerProcess, shot: Shot, page: str
+    browser: WebDriver, serve: Servers, shot: Shot, page: str
 ) -> None:
-    login(browser, server, page)
+    """Also the chat page's setup card (a server whose model cannot be reached) and the
+    dashboard's settings, with its banner."""
+    server = serve(llm={"base_url": "http://127.0.0.1:9/v1"}) if page == "setup" else serve()
+    login(browser, server, "/" if page == "setup" else page)
     if page == "/":
         connected(browser)
         visible(browser, "#input")
+    elif page == "setup":
+        visible(browser, "#llm-preset")
+        visible(browser, "#health-banner")
     else:
         visible(browser, "#pairing-generate")
         find(browser, "#memory")
+        find(browser, "#setting-memory-embedder-input")
     assert browser.execute_script("return document.documentElement.lang")
     assert browser.title.strip()
     assert nameless_controls(browser) == []

@@ -1,8 +1,6 @@
-// The brain dashboard's one way to call the Chalie server: JSON in, JSON out.
-// A 401 sends the person to the login page; any other failure throws an ApiError
+// The pages' one way to call the Chalie server's REST API: JSON in, JSON out. A 401 sends
+// the person to the login page (and back to this page after); any other failure throws an ApiError
 // carrying the server's own `error` message, for the section to show.
-
-const LOGIN_URL = '/login?next=/brain';
 
 export class ApiError extends Error {
   constructor(status, message) {
@@ -26,7 +24,7 @@ export async function callApi(path, { method = 'GET', body } = {}) {
     throw new ApiError(0, 'Chalie cannot be reached right now; check the connection and try again.');
   }
   if (response.status === 401) {
-    location.assign(LOGIN_URL);
+    location.assign(`/login?next=${encodeURIComponent(location.pathname)}`);
     throw new ApiError(401, 'Not logged in.');
   }
   const data = await readJson(response);

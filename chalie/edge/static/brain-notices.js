@@ -1,9 +1,7 @@
 // The dashboard's notices, from GET /health: the store when it cannot take writes or its disk
 // runs low (`store`: "the disk holding data is full; free some space"), and background jobs
 // that wait after failing (`jobs`: "the light model cannot write the episode JSON: …"). Hidden
-// while all is well; reloaded with the live sections. /health answers 503 while the store
-// cannot take writes: its body is read all the same. A failure to load it is not shown: the
-// sections say so.
+// while all is well; shown again with each answer of /health the page's health-watch.js reads.
 
 import { el, formatEpoch } from './brain-ui.js';
 
@@ -41,20 +39,9 @@ function buildStoreNotice(store) {
       `: ${store.free_mb} MiB free where the store lives, under store.min_free_mb (${store.min_free_mb} MiB).`));
 }
 
-async function readHealth() {
-  const response = await fetch('/health', { credentials: 'same-origin',
-    headers: { Accept: 'application/json' } });
-  return response.json();
-}
-
-/** Show what /health says needs attention; hide the box when nothing does. */
-export async function loadNotices() {
-  let health;
-  try {
-    health = await readHealth();
-  } catch {
-    return;
-  }
+/** Show what /health (read by health-watch.js) says needs attention; hide the box when
+ *  nothing does. */
+export function showNotices(health) {
   const jobs = Array.isArray(health && health.jobs) ? health.jobs : [];
   const store = health && health.store;
   const items = jobs.map(buildNotice);

@@ -1,7 +1,8 @@
 // The brain dashboard (/brain): wires every section to its loader, its Refresh button and
 // its error line, loads them all on open, and re-loads the live ones (goals, signals,
-// interfaces, MCP servers, and the notices of background jobs that wait after failing)
-// every 15 seconds while the tab is visible.
+// interfaces, MCP servers) every 15 seconds while the tab is visible. /health (the banner of
+// what is wrong, and the notices of background jobs that wait after failing) has its own
+// poll (health-watch.js).
 
 import { setupConfirmDialog } from './brain-ui.js';
 import { pairingSection, interfacesSection, mcpSection, subscriptionsSection } from './brain-links.js';
@@ -10,14 +11,17 @@ import { goalsSection, schedulesSection } from './brain-plans.js';
 import { signalsSection, turnsSection } from './brain-activity.js';
 import { spendingSection, proactiveSection } from './brain-spending.js';
 import { stateSection } from './brain-state.js';
-import { loadNotices } from './brain-notices.js';
+import { showNotices } from './brain-notices.js';
+import { settingsSection } from './brain-settings.js';
+import { createHealthWatch } from './health-watch.js';
+import { startBanner } from './health-banner.js';
 
 const POLL_MS = 15_000;
 
 const SECTIONS = [
   pairingSection, interfacesSection, mcpSection, subscriptionsSection, memorySection,
   goalsSection, schedulesSection, stateSection, signalsSection, turnsSection, spendingSection,
-  proactiveSection,
+  proactiveSection, settingsSection,
 ];
 
 /** What a section's code gets: its element, a way to reload it, and to report errors. */
@@ -83,13 +87,15 @@ function startDashboard() {
     return { definition, ctx };
   });
   for (const { ctx } of contexts) ctx.reload();
-  loadNotices();
+  const health = createHealthWatch(); // polls /health on its own: the banner and the notices
+  startBanner(health);
+  health.subscribe(showNotices);
+  health.refresh();
 
   const live = contexts.filter(({ definition }) => definition.poll);
   const reloadLive = () => {
     if (document.visibilityState !== 'visible') return;
     for (const { ctx } of live) ctx.reload();
-    loadNotices();
   };
   setInterval(reloadLive, POLL_MS);
   document.addEventListener('visibilitychange', reloadLive);

@@ -1,10 +1,14 @@
-// The chat page (/): wires the connection (socket.js), the conversation (chat-render.js) and
-// the composer (chat-composer.js). Sends a chat, or steers the running turn, from the same
+// The chat page (/): wires the connection (socket.js), the conversation (chat-render.js), the
+// composer (chat-composer.js), and what /health says (the banner; the setup card while no
+// model answers). Sends a chat, or steers the running turn, from the same
 // input; keeps the connection badge, the Send/Steer mode, the live region and the scroll.
 
 import { createConnection, newClientId } from "./socket.js";
 import { createRenderer } from "./chat-render.js";
 import { createComposer } from "./chat-composer.js";
+import { createHealthWatch } from "./health-watch.js";
+import { startBanner } from "./health-banner.js";
+import { startSetupCard } from "./setup-card.js";
 
 const MAX_FRAME_BYTES = 60000; // under the server's 64 KiB frame limit, with room for the JSON
 const NEAR_BOTTOM_PX = 80;
@@ -120,7 +124,13 @@ const renderer = createRenderer({
   },
 });
 
+// /health: the banner of what is wrong, and the setup card while no model answers.
+const health = createHealthWatch();
+startBanner(health);
+startSetupCard(health, { composer: $("composer"), input, log });
+
 function showConnection(state) {
+  if (state === "open" && connectionBadge.dataset.state !== "open") health.refresh();
   connectionBadge.dataset.state = state;
   connectionBadge.textContent = CONNECTION_WORDS[state] || state;
   if (state === "open" && !openedOnce) { openedOnce = true; startReplay(); }
@@ -209,3 +219,4 @@ stop.addEventListener("click", () => {
 showConnection("connecting");
 for (const chat of connection.pending()) renderer.showEcho(chat, false);
 connection.start();
+health.refresh();
