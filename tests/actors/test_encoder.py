@@ -209,6 +209,16 @@ def quiet(tree: Tree, rounds: int = 5) -> None:
         round_trip(tree)
 
 
+def waiting(tree: Tree) -> None:
+    """Return once the encoder waits out a failed window on its timer: the wait is recorded
+    (Backoff.failed) and, in the same message of the encoder's, the timer set, which the
+    round trip after it (the encoder's mailbox is FIFO) has seen done."""
+    assert tree.backoff is not None
+    backoff = tree.backoff
+    until(tree, lambda: backoff.describe() != [], "the wait after the failed window")
+    round_trip(tree)
+
+
 def counter(metrics: Metrics, name: str, **labels: str) -> float:
     return metrics.registry.get_sample_value(name, labels) or 0.0
 
@@ -374,6 +384,7 @@ def test_two_invalid_answers_skip_the_window_until_the_channels_wait_is_over(
     assert len(provider.requests) == 2
     assert counter(tree.metrics, "chalie_background_skipped_total", job="encoder") == 1
 
+    waiting(tree)
     tree.clock.advance(60.0)
     until(tree, lambda: bool(episodes(tree)), "the window to be encoded after the wait")
     assert numbered(provider.requests[2]) == numbered(provider.requests[0])
@@ -564,6 +575,7 @@ def test_the_encoding_request_is_kept_as_a_prompt_snapshot(
     seed(tree, PAIRS)
     nudge(tree)
     until(tree, lambda: len(outcomes(tree)) == 2, "the window to be skipped")
+    waiting(tree)
     tree.clock.advance(tree.config.governor.failure_backoff_s)  # the wait after it
     until(tree, lambda: bool(episodes(tree)), "the window to be stored")
 

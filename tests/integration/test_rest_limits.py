@@ -63,6 +63,11 @@ JSON_BODIES: dict[tuple[str, str], Case] = {
     ("POST", "/api/subscriptions"): Case(
         "cookie", {"name": "n", "url": "ws://127.0.0.1:9/", "signals": ["a"], "bogus": 1},
         {"name": "n", "url": "ws://127.0.0.1:9/", "signals": "a"}, None),
+    # Dotted setting keys: one that is not a setting is named like an unknown field.
+    ("PATCH", "/api/settings"): Case("cookie", {"dmn.daily_cap": 2, "bogus": 1},
+                                     {"dmn.daily_cap": {"n": 2}}, ["dmn.daily_cap"]),
+    ("POST", "/api/settings/test"): Case("cookie", {"llm.model": "m", "bogus": 1},
+                                         {"llm.model": {"n": 2}}, "llm.model"),
 }
 NO_BODY = {
     ("POST", "/auth/logout"),
