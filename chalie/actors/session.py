@@ -105,8 +105,8 @@ class Session(SupervisedActor):
         # whether it called tools (a person's chat only).
         self._fan_out: tuple[TurnCognition, str, bool] | None = None
         self._idle = IdleWatch(deps.clock, deps.idle_s, check=lambda: self.tell_self(IdleCheck()))
-        self._held = HeldMessages(deps.store_health, session_turn.live_sender(deps.directory,
-                                                                              channel))
+        self._held = HeldMessages(deps.store_health, session_turn.live_sender(
+            deps.directory, channel), deps.clock.monotonic)
 
     def started(self) -> None:
         # Not `read()`: that would keep a connection on this Session's thread for its life.

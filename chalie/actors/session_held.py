@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterator
 
+import msgspec
 import structlog
 
 from chalie.actors.session_messages import ActionRequest, UserMessage
@@ -29,10 +30,11 @@ REFUSED = "{why}: your message could not be kept; send it again once that is don
 
 
 class HeldMessages:
-    def __init__(self, health: StoreHealth | None,
-                 push_live: Callable[[Error | Done], None]) -> None:
+    def __init__(self, health: StoreHealth | None, push_live: Callable[[Error | Done], None],
+                 monotonic: Callable[[], float]) -> None:
         self._health = health
         self._push_live = push_live
+        self._monotonic = monotonic
         self._queue: deque[UserMessage] = deque()
         # Exchanges closed only live (their turn ran into the fault): logged when it passes,
         # so that a client reading the log later sees them closed as the live one did.
@@ -79,8 +81,11 @@ class HeldMessages:
         return out
 
     def release(self) -> list[UserMessage]:
-        """The kept messages, oldest first, now that the store takes writes."""
-        out = list(self._queue)
+        """The kept messages, oldest first, now that the store takes writes: each received now,
+        so that its turn has its whole time budget (act.timeout_s runs from receipt), however
+        long the store could not take it."""
+        now = self._monotonic()
+        out = [msgspec.structs.replace(m, received_at=now) for m in self._queue]
         self._queue.clear()
         if self._health is not None:
             self._health.release(len(out))
