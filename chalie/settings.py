@@ -22,12 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from chalie.config import Config
-from chalie.config_load import load_config
+from chalie.config_load import ENV_PREFIX, load_config
 from chalie.errors import ConfigError
 from chalie.reload import RELOADABLE
 
 FILE_NAME = "settings.toml"
-ENV_PREFIX = "CHALIE_"
 
 _MODEL_KEYS = ("provider", "base_url", "api_key", "model", "context_window")
 _JOB_TABLES = ("llm", "llm.primary", "llm.light", "llm.primary.fallback", "llm.light.fallback")

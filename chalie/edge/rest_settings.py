@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+import tomllib
+from pathlib import Path
 from typing import Any, Literal
 
 import msgspec
@@ -23,6 +25,7 @@ import structlog
 from chalie import settings
 from chalie.config_load import load_config
 from chalie.edge.api_spec import COOKIE_AUTH, Operation
+from chalie.edge.context import EdgeContext
 from chalie.edge.rest_base import ApiError, AuthedHandler
 from chalie.errors import ChalieError, ConfigError
 
@@ -94,10 +97,10 @@ class TestHandler(AuthedHandler):
                      not k.startswith("llm."))
         if bad:
             raise ApiError(400, "; ".join(f"{k}: not a model setting" for k in bad))
-        saved = SettingsHandler.read_saved(self)
+        saved = _saved(self.ctx)
         try:
             candidate = load_config(self.ctx.config_file, env=self.ctx.env,
-                                    saved=SettingsHandler.merged(saved, changes))
+                                    saved=_merged(saved, changes))
         except ConfigError as e:
             raise ApiError(400, f"{e.key}: {e.problem}") from None
         test = self.ctx.test_models
@@ -119,11 +122,11 @@ class SettingsHandler(AuthedHandler):
     }
 
     def get(self) -> None:
-        self.write_json(SettingsList(self._described(self._saved()), providers()))
+        self.write_json(SettingsList(self._described(_saved(self.ctx)), providers()))
 
     def patch(self) -> None:
         changes = self.decode_body(dict[str, Value])
-        saved = self._saved()
+        saved = _saved(self.ctx)
         locked = sorted(k for k in changes if settings.env_name(k) in self.ctx.env)
         if locked:
             raise ApiError(409, "; ".join(
@@ -132,7 +135,7 @@ class SettingsHandler(AuthedHandler):
         problems = [f"{k}: cannot be changed here; set it in the config file"
                     for k in sorted(changes) if k not in settings.SETTABLE]
         problems += [f"{k}: {p}" for k, p in self._bad_values(saved, changes)]
-        new_saved = self.merged(saved, changes)
+        new_saved = _merged(saved, changes)
         if not problems:
             try:
                 new = load_config(self.ctx.config_file, env=self.ctx.env, saved=new_saved)
@@ -153,17 +156,6 @@ class SettingsHandler(AuthedHandler):
 
     # -- helpers --
 
-    def _saved(self) -> dict[str, Any]:
-        return SettingsHandler.read_saved(self)
-
-    @staticmethod
-    def read_saved(handler: AuthedHandler) -> dict[str, Any]:
-        """The saved settings; a 503 naming the file when it cannot be read."""
-        try:
-            return settings.read(settings.path_for(handler.ctx.config))
-        except ConfigError as e:
-            raise ApiError(503, f"{e.key}: {e.problem}") from None
-
     def _described(self, saved: dict[str, Any]) -> list[Setting]:
         """Each setting as saved (what a restart would run with), and whether it waits."""
         try:
@@ -183,28 +175,35 @@ class SettingsHandler(AuthedHandler):
                 continue
             try:
                 load_config(self.ctx.config_file, env=self.ctx.env,
-                            saved=self.merged(saved, {key: value}))
+                            saved=_merged(saved, {key: value}))
             except ConfigError as e:
                 bad.append((key, e.problem if e.key == key else f"{e.key}: {e.problem}"))
         return bad
 
-    @staticmethod
-    def merged(saved: dict[str, Any], changes: dict[str, Value]) -> dict[str, Any]:
-        out = copy.deepcopy(saved)
-        for key, value in changes.items():
-            if key in settings.SETTABLE:
-                settings.put(out, key, value)
-        return out
+
+def _saved(ctx: EdgeContext) -> dict[str, Any]:
+    """The saved settings; a 503 naming the file when it cannot be read."""
+    try:
+        return settings.read(settings.path_for(ctx.config))
+    except ConfigError as e:
+        raise ApiError(503, f"{e.key}: {e.problem}") from None
 
 
-def _file_layer(path: Any) -> dict[str, Any]:
-    """The config file's own keys (what the `file` source means)."""
+def _merged(saved: dict[str, Any], changes: dict[str, Value]) -> dict[str, Any]:
+    """The saved settings with `changes` (settable keys only) made."""
+    out = copy.deepcopy(saved)
+    for key, value in changes.items():
+        if key in settings.SETTABLE:
+            settings.put(out, key, value)
+    return out
+
+
+def _file_layer(path: Path | None) -> dict[str, Any]:
+    """The config file's own keys as it is now (what the `file` source means)."""
     if path is None:
         return {}
-    import tomllib  # noqa: PLC0415  (the file was read at start; read it as it is now)
-
     try:
-        with open(path, "rb") as f:
+        with path.open("rb") as f:
             return tomllib.load(f)
     except (OSError, tomllib.TOMLDecodeError):
         return {}

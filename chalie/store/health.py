@@ -25,7 +25,6 @@ from typing import Any, Literal
 import apsw
 
 State = Literal["ok", "full", "read_only", "damaged", "io_error"]
-CAUSES: tuple[State, ...] = ("full", "read_only", "damaged", "io_error")
 MIB = 1024 * 1024
 
 _ERRNOS: dict[int, State] = {errno.ENOSPC: "full", errno.EDQUOT: "full", errno.EROFS: "read_only",
