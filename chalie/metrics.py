@@ -243,6 +243,12 @@ class Metrics:
             "chalie_db_bytes", "Size of the store on disk (database file and write-ahead log), "
             "as of the last housekeeping run.", registry=r,
         )
+        self.api_calls = Counter(
+            "chalie_api_calls",
+            "Calls from programs with a scoped API token, by the token's name, protocol (mcp, "
+            "openai) and result (ok, error, refused).", ["token", "protocol", "result"],
+            registry=r,
+        )
         self.rest_refused = Counter(
             "chalie_rest_refused",
             "REST requests refused before their handler ran, by reason (too_large, "

@@ -37,6 +37,7 @@ from chalie.background.backoff import Backoff
 from chalie.background.governor import Governor
 from chalie.clock import Clock, SystemClock
 from chalie.config import CONTEXT_SHARES, Config, parse_span
+from chalie.edge.api_access import ApiAccess
 from chalie.edge.app import make_app
 from chalie.edge.auth import Authenticator, LoginThrottle, ensure_password
 from chalie.edge.context import EdgeContext
@@ -108,6 +109,7 @@ class Server:
         self._subscriptions: Subscriptions | None = None
         self._on_failure: asyncio.Event | None = None
         self._hub: SocketHub | None = None
+        self._api: ApiAccess | None = None
         self._edge: EdgeContext | None = None  # its config is swapped by reload()
         self._catalog: ToolCatalog | None = None
         self._lock = DataLock(Path(config.store.path))
@@ -267,6 +269,7 @@ class Server:
         root = self._root
         # Answered after the root's on_start, so both children are in the Directory.
         await asyncio.get_running_loop().run_in_executor(None, lambda: root.ask(Ping(), timeout=30))
+        self._api = ApiAccess(read=readers.get, directory=self.directory)
         self._edge = EdgeContext(
             config=self.config,
             clock=self.clock,
@@ -296,6 +299,7 @@ class Server:
             store=self.store_health,
             **server_programs.settings_hooks(self),
             backoff=self.backoff,
+            tokens=self._api.tokens,
         )
         app = make_app(self._edge)
         sockets = tornado.netutil.bind_sockets(
@@ -344,22 +348,6 @@ class Server:
         await self._on_failure.wait()
         return self.failure or "unknown failure"
 
-    async def _let_turns_finish(self) -> None:
-        """Give turns in flight up to server.shutdown_grace_s to be stored. Their frames are in
-        the event log for a `resume` after the restart; a turn still running at the end is
-        closed with an error frame at the next start."""
-        grace = self.config.server.shutdown_grace_s
-        deadline = self.clock.monotonic() + grace
-
-        def in_flight() -> int:
-            return int(self.metrics.registry.get_sample_value("chalie_turns_in_flight") or 0)
-
-        while in_flight() > 0 and self.clock.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-        left = in_flight()
-        if left:
-            log.warning("shutdown_with_turns_in_flight", turns=left, grace_s=grace)
-
     async def stop(self) -> None:
         if self._hub is not None:
             self._hub.stop_keepalive()
@@ -371,10 +359,13 @@ class Server:
             except TimeoutError:
                 log.warning("connections_not_closed", timeout_s=CLOSE_TIMEOUT_S)
             self._http = None
+        if self._api is not None:
+            await self._api.stop(self._edge)
         if self._subscriptions is not None:  # before the actors: its last signals reach them
             await self._subscriptions.stop()
             self._subscriptions = None
-        await self._let_turns_finish()
+        await server_paths.let_turns_finish(self.config.server.shutdown_grace_s, self.clock,
+                                            self.metrics)
         root = self._root
         if root is not None:
             self._root = None

@@ -4,6 +4,7 @@ the goals' supervisor as children of the root supervisor."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any
@@ -120,3 +121,19 @@ def goal_failer(paths: PathDeps) -> Callable[[str, str], None]:
                                    reason=reason), goal_id=goal_id))))
 
     return fail
+
+
+async def let_turns_finish(grace_s: float, clock: Clock, metrics: Metrics) -> None:
+    """Give turns in flight up to server.shutdown_grace_s to be stored. Their frames are in
+    the event log for a `resume` after the restart; a turn still running at the end is
+    closed with an error frame at the next start."""
+    deadline = clock.monotonic() + grace_s
+
+    def in_flight() -> int:
+        return int(metrics.registry.get_sample_value("chalie_turns_in_flight") or 0)
+
+    while in_flight() > 0 and clock.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    left = in_flight()
+    if left:
+        log.warning("shutdown_with_turns_in_flight", turns=left, grace_s=grace_s)

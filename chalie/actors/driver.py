@@ -68,7 +68,8 @@ class TurnDriver:
         """Own `turn` from now on: its deadline runs from `turn.received_at`."""
         assert self.turn is None, "a turn is running already"
         self.turn = turn
-        turn.work = self._d.work.pinned()  # its models, whatever the settings change meanwhile
+        # Its models, whatever the settings change meanwhile.
+        turn.work = self._d.work.pinned(light=turn.light)
         turn.deadline = turn.received_at + turn.timeout_s
         turn.timer = self._deadline_timer(turn.id, turn.deadline)
 

@@ -35,6 +35,7 @@ class UserMessage(_Msg, frozen=True):
     notify_channel: str | None = None  # an interface's message: the answer also goes here
     topic: str | None = None  # as a `notification` frame with this topic
     image_ids: tuple[str, ...] = ()  # images uploaded with POST /api/images, for the model
+    light: bool = False  # answered by the light job's model (the `chalie-light` model)
 
 
 class FrameRejected(_Msg, frozen=True):

@@ -91,6 +91,7 @@ def new_turn(d: SessionDeps, request: Request, *, turn_id: str, text: str, chann
         client_id=request.client_id, is_action=action, request=request,
         history_upto=upto,
         image_ids=request.image_ids if isinstance(request, UserMessage) else (),
+        light=isinstance(request, UserMessage) and request.light,
     )
 
 

@@ -34,19 +34,16 @@ from chalie.actors.store_writer_messages import (
     ApplyOps,
     CloseOpenExchange,
     CommitTurn,
-    CreateAuthSession,
     CreatePairingKey,
     DeleteInterface,
     DeleteSubscription,
     DropSpace,
-    EndAuthSession,
     ForgetItem,
     OpsApplied,
     PairInterface,
     PruneStep,
     PushLive,
     RepushExchange,
-    RotateAuthSession,
     SaveCheckpoint,
     SaveSnapshots,
     SaveSubscription,
@@ -57,7 +54,7 @@ from chalie.actors.store_writer_messages import (
     Vacuum,
     stamped,
 )
-from chalie.actors.store_writer_rows import RowWrites
+from chalie.actors.store_writer_rows import AuthWrite, RowWrites
 from chalie.actors.supervisor import Directory, Link, SupervisedActor
 from chalie.actors.turn_messages import TurnStored, TurnStoreFailed
 from chalie.clock import Clock
@@ -176,7 +173,7 @@ class StoreWriter(SupervisedActor):
                 return self._memory.forget(message)
             case PruneStep() | Vacuum():
                 self._directory.tell(message.reply_to, self._rows.housekeeping(message))
-            case CreateAuthSession() | RotateAuthSession() | EndAuthSession():
+            case _ if isinstance(message, AuthWrite):
                 return self._rows.auth_session(message)
             case (SaveWorld() | CreatePairingKey() | PairInterface() | UpdateCapabilities()
                   | DeleteInterface() | SaveSubscription() | DeleteSubscription()):

@@ -16,6 +16,7 @@ from chalie.store.effects import RememberFact
 from chalie.store.interface_rows import InterfaceRow, SubscriptionRow
 from chalie.store.memory_writes import EpisodeRow, SnapshotRow
 from chalie.store.records import StoredCompaction, TurnRecord
+from chalie.store.token_rows import TokenRow
 from chalie.values.signals import Signal
 
 
@@ -114,6 +115,24 @@ class EndAuthSession(_Msg, frozen=True):
     """Log out: delete the session row. Answered with whether there was one."""
 
     token_hash: str
+
+
+class CreateApiToken(_Msg, frozen=True):
+    """A scoped API token. Answered with False (nothing stored) when one of its name exists."""
+
+    row: TokenRow
+
+
+class RevokeApiToken(_Msg, frozen=True):
+    """Delete a token's row. Answered with whether there was one."""
+
+    token_id: str
+
+
+class TouchApiTokens(_Msg, frozen=True):
+    """Told: when tokens were last used, (token id, time) each."""
+
+    used: tuple[tuple[str, float], ...]
 
 
 class PruneStep(_Msg, frozen=True):

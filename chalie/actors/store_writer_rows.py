@@ -17,6 +17,7 @@ import apsw
 import structlog
 
 from chalie.actors.store_writer_messages import (
+    CreateApiToken,
     CreateAuthSession,
     CreatePairingKey,
     DeleteInterface,
@@ -25,20 +26,31 @@ from chalie.actors.store_writer_messages import (
     PairInterface,
     Pruned,
     PruneStep,
+    RevokeApiToken,
     RotateAuthSession,
     SaveCheckpoint,
     SaveSubscription,
     SaveWorld,
+    TouchApiTokens,
     UpdateCapabilities,
     Vacuum,
     Vacuumed,
 )
 from chalie.clock import Clock
-from chalie.store import auth_rows, db, interface_rows, memory_writes, retention, writes
+from chalie.store import (
+    auth_rows,
+    db,
+    interface_rows,
+    memory_writes,
+    retention,
+    token_rows,
+    writes,
+)
 
 log = structlog.get_logger("chalie.store_writer")
 
-AuthWrite = CreateAuthSession | RotateAuthSession | EndAuthSession
+AuthWrite = (CreateAuthSession | RotateAuthSession | EndAuthSession | CreateApiToken
+             | RevokeApiToken | TouchApiTokens)
 InterfaceWrite = (SaveWorld | CreatePairingKey | PairInterface | UpdateCapabilities
                   | DeleteInterface | SaveSubscription | DeleteSubscription)
 
@@ -90,7 +102,8 @@ class RowWrites:
 
     def auth_session(self, m: AuthWrite) -> bool | float | None:
         """Log in (True), rotate a token (the new row's expiry, or None) or log out (whether
-        there was a session)."""
+        there was a session); an API token made (False: its name is taken), revoked (whether
+        there was one) or used (None)."""
         conn = self._conn()
         with db.immediate(conn):
             match m:
@@ -103,6 +116,13 @@ class RowWrites:
                                                     now=m.now, old_until=m.old_until)
                 case EndAuthSession():
                     return auth_rows.end_session(conn, m.token_hash)
+                case CreateApiToken(row=row):
+                    return token_rows.insert(conn, row)
+                case RevokeApiToken(token_id=token_id):
+                    return token_rows.delete(conn, token_id)
+                case TouchApiTokens(used=used):
+                    token_rows.touch(conn, used)
+                    return None
 
     def interface_write(self, m: InterfaceWrite) -> bool | None:
         """Other programs' rows; the answer each message's docstring names (None for

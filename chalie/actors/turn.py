@@ -61,6 +61,7 @@ class Turn:
     streamed: bool = False  # message_delta frames went out that were not the answer
     delta_stream: Any = None  # the DeltaStream of the LLM call out now, if it streams
     image_ids: tuple[str, ...] = ()  # images whose analysis has no image_ready frame yet
+    light: bool = False  # every call on the light job's model
     compactions: list[StoredCompaction] = field(default_factory=list)
     effects: list[Effect] = field(default_factory=list)  # the turn's own, before any tool's
     recalled: tuple[int, ...] = ()  # memory keys that went into the prompt

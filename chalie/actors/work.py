@@ -35,14 +35,17 @@ class Work:
         self.path = path
         self._governor = governor
 
-    def pinned(self) -> Work:
+    def pinned(self, *, light: bool = False) -> Work:
         """This Work with its models as they are now (chalie/llm/route.py, Job.pinned): a turn
-        keeps the models it started with when the settings change them meanwhile."""
+        keeps the models it started with when the settings change them meanwhile. `light`:
+        the light job's model makes every call (a turn for the `chalie-light` model)."""
         pinned = copy.copy(self)
         for name in ("_provider", "_light"):
             pin = getattr(getattr(self, name), "pinned", None)
             if pin is not None:
                 setattr(pinned, name, pin())
+        if light:
+            pinned._provider = pinned._light
         return pinned
 
     def call_llm(self, request: ChatRequest, timeout: float, *, light: bool = False,

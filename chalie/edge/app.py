@@ -35,6 +35,7 @@ from chalie.edge.rest_settings import SettingsHandler, TestHandler
 from chalie.edge.rest_signals import BatchHandler, SignalHandler
 from chalie.edge.rest_state import StateHandler
 from chalie.edge.rest_subscriptions import SubscriptionHandler, SubscriptionsHandler
+from chalie.edge.rest_tokens import TokenHandler, TokensHandler
 from chalie.edge.rest_turns import TurnPromptsHandler, TurnsHandler
 from chalie.edge.ws import ChatSocket
 
@@ -90,6 +91,8 @@ def make_app(ctx: EdgeContext) -> tornado.web.Application:
             (r"/api/state", StateHandler, args),
             (r"/api/settings", SettingsHandler, args),
             (r"/api/settings/test", TestHandler, args),
+            (r"/api/tokens", TokensHandler, args),
+            (r"/api/tokens/([^/]+)", TokenHandler, args),
             (OPENAPI_PATH, OpenApiHandler, args),
         ],
         websocket_max_message_size=max(HARD_FRAME_LIMIT, ctx.config.server.max_frame_bytes),

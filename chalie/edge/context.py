@@ -18,6 +18,7 @@ from chalie.edge.auth import Authenticator, LoginThrottle
 from chalie.edge.hub import SocketHub
 from chalie.edge.ratelimit import RestRateLimit
 from chalie.edge.subscriptions import Subscriptions
+from chalie.edge.tokens import TokenBoard
 from chalie.interfaces.board import InterfaceBoard
 from chalie.interfaces.client import InterfaceClient
 from chalie.llm.factory import Models
@@ -67,3 +68,5 @@ class EdgeContext:
     test_models: Callable[[LlmConfig], tuple[list[dict[str, str]], list[str] | None]] | None \
         = None
     backoff: Backoff | None = None  # background jobs waiting after failures (GET /health)
+    tokens: TokenBoard | None = None  # scoped API tokens (IOLoop only)
+    mcp: Any = None  # the MCP server at /mcp, started on its first request (edge/mcp_http.py)
