@@ -4,7 +4,7 @@
 import { callApi } from './brain-api.js';
 import {
   el, field, onlineBadge, renderList, forgetShown, loadWhenOpened, askToConfirm, announce,
-  clockTime, durationInWords, formatEpoch,
+  copyText, clockTime, durationInWords, formatEpoch,
 } from './brain-ui.js';
 
 // --- #pairing ---------------------------------------------------------------------------------
@@ -20,19 +20,6 @@ function showPairingExpiry() {
     ? `expires at ${clockTime(at)} (in ${durationInWords(Math.max(60, left))})`
     : `expired at ${clockTime(at)}; generate a new one`;
   expiry.classList.toggle('error-text', left <= 0);
-}
-
-async function copyPairingKey() {
-  const code = document.getElementById('pairing-key');
-  if (navigator.clipboard && window.isSecureContext) {
-    try {
-      await navigator.clipboard.writeText(code.textContent);
-      announce('Pairing key copied.');
-      return;
-    } catch { /* fall through to selecting the text */ }
-  }
-  window.getSelection().selectAllChildren(code);
-  announce('The key is selected: press Control+C (or Command+C) to copy it.');
 }
 
 export const pairingSection = {
@@ -52,7 +39,8 @@ export const pairingSection = {
       showPairingExpiry();
       announce('Pairing key generated.');
     }));
-    document.getElementById('pairing-copy').addEventListener('click', copyPairingKey);
+    document.getElementById('pairing-copy').addEventListener('click',
+      () => copyText(document.getElementById('pairing-key'), 'The pairing key'));
   },
   async load() {
     showPairingExpiry();

@@ -167,6 +167,20 @@ export function setupConfirmDialog() {
   document.getElementById('confirm-no').addEventListener('click', () => dialog.close('no'));
 }
 
+/** Copy the text of `node` to the clipboard; where the browser refuses, select it instead,
+ *  for Control+C. `what` names it in the announcement ("Token copied."). */
+export async function copyText(node, what) {
+  if (navigator.clipboard && window.isSecureContext) {
+    try {
+      await navigator.clipboard.writeText(node.textContent);
+      announce(`${what} copied.`);
+      return;
+    } catch { /* fall through to selecting the text */ }
+  }
+  window.getSelection().selectAllChildren(node);
+  announce(`${what} is selected: press Control+C (or Command+C) to copy it.`);
+}
+
 /** Say something to screen readers through the page's polite status region. */
 export function announce(message) {
   const region = document.getElementById('brain-status');

@@ -1,11 +1,12 @@
 // The brain dashboard (/brain): wires every section to its loader, its Refresh button and
 // its error line, loads them all on open, and re-loads the live ones (goals, signals,
-// interfaces, MCP servers) every 15 seconds while the tab is visible. /health (the banner of
-// what is wrong, and the notices of background jobs that wait after failing) has its own
-// poll (health-watch.js).
+// interfaces, MCP servers, API tokens) every 15 seconds while the tab is visible. /health
+// (the banner of what is wrong, and the notices of background jobs that wait after failing)
+// has its own poll (health-watch.js).
 
 import { setupConfirmDialog } from './brain-ui.js';
 import { pairingSection, interfacesSection, mcpSection, subscriptionsSection } from './brain-links.js';
+import { tokensSection } from './brain-tokens.js';
 import { memorySection } from './brain-memory.js';
 import { goalsSection, schedulesSection } from './brain-plans.js';
 import { signalsSection, turnsSection } from './brain-activity.js';
@@ -19,9 +20,9 @@ import { startBanner } from './health-banner.js';
 const POLL_MS = 15_000;
 
 const SECTIONS = [
-  pairingSection, interfacesSection, mcpSection, subscriptionsSection, memorySection,
-  goalsSection, schedulesSection, stateSection, signalsSection, turnsSection, spendingSection,
-  proactiveSection, settingsSection,
+  pairingSection, interfacesSection, mcpSection, tokensSection, subscriptionsSection,
+  memorySection, goalsSection, schedulesSection, stateSection, signalsSection, turnsSection,
+  spendingSection, proactiveSection, settingsSection,
 ];
 
 /** What a section's code gets: its element, a way to reload it, and to report errors. */
