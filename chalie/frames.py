@@ -149,7 +149,9 @@ class MessageDelta(msgspec.Struct, frozen=True, kw_only=True, tag="message_delta
     never logged and never replayed; the `message` frame that follows is the answer. The texts
     of an exchange's deltas concatenate to that message's text. `reset`: the text so far was
     not the answer after all (the model went on to call a tool, or the person steered):
-    start again from this delta's text."""
+    start again from this delta's text. A socket that opens or resumes mid-answer is sent one
+    delta with `reset` and the whole text so far (chalie/edge/hub.py), so deltas it missed
+    leave no hole."""
 
     exchange_id: str
     text: str

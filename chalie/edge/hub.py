@@ -14,15 +14,29 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from typing import Protocol
 
+import msgspec
 import structlog
 from tornado.ioloop import IOLoop, PeriodicCallback
 
-from chalie.frames import frame_seq
+from chalie.frames import MessageDelta, encode_live, frame_seq
 
 log = structlog.get_logger("chalie.edge")
 
 
 LiveSessions = Callable[[Collection[str]], Collection[str]]  # token hashes -> the live ones
+ENDS_EXCHANGE = frozenset({"message", "error", "done"})
+
+
+class _Piece(msgspec.Struct):
+    """What the hub reads of a frame it passes on: its type, exchange and (a delta's) text."""
+
+    type: str = ""
+    exchange_id: str | None = None
+    text: str = ""
+    reset: bool = False
+
+
+_read_piece = msgspec.json.Decoder(_Piece).decode
 
 
 class Sink(Protocol):
@@ -45,6 +59,9 @@ class SocketHub:
         self._sockets: dict[str, set[Sink]] = {}
         self._pinger: PeriodicCallback | None = None
         self._live: LiveSessions | None = None
+        # channel -> (exchange, its answer's text so far): what a socket that opens or resumes
+        # mid-answer is sent first (one reset delta), as message_delta frames are not logged.
+        self._streaming: dict[str, tuple[str, str]] = {}
 
     # Called on the IOLoop thread only.
     def register(self, channel: str, sink: Sink) -> None:
@@ -113,11 +130,38 @@ class SocketHub:
         except RuntimeError:
             pass  # shutting down: an ephemeral frame is not missed
 
+    def text_so_far(self, channel: str) -> str | None:
+        """The channel's answer as it streams so far, as one `message_delta` with `reset`
+        (a client that applies it shows the whole text); None when nothing streams."""
+        streaming = self._streaming.get(channel)
+        if streaming is None:
+            return None
+        exchange_id, text = streaming
+        return encode_live(MessageDelta(exchange_id=exchange_id, text=text, reset=True))
+
     def _deliver_live(self, channel: str, frame: str) -> None:
+        piece = _read_piece(frame)
+        if piece.type == "message_delta" and piece.exchange_id is not None:
+            exchange_id, text = self._streaming.get(channel, (piece.exchange_id, ""))
+            same = exchange_id == piece.exchange_id and not piece.reset
+            self._streaming[channel] = (piece.exchange_id,
+                                        text + piece.text if same else piece.text)
+        elif piece.type in ENDS_EXCHANGE:
+            self._ended(channel, piece)
         for sink in list(self._sockets.get(channel, ())):
             sink.send_live(frame)
 
+    def _ended(self, channel: str, piece: _Piece) -> None:
+        streaming = self._streaming.get(channel)
+        if streaming is not None and piece.exchange_id == streaming[0]:
+            del self._streaming[channel]
+
     def _deliver(self, channel: str, frames: tuple[str, ...], again: bool) -> None:
+        if channel in self._streaming:
+            for frame in frames:
+                piece = _read_piece(frame)
+                if piece.type in ENDS_EXCHANGE:
+                    self._ended(channel, piece)
         sinks = self._sockets.get(channel)
         if not sinks:
             return

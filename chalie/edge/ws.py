@@ -78,6 +78,7 @@ class ChatSocket(tornado.websocket.WebSocketHandler):
         self.ctx.hub.register(self.channel, self)
         self.ctx.metrics.ws_connections.inc()
         log.info("ws_open", channel=self.channel)
+        self._text_so_far()
         # The person is here: proactive messages that waited out quiet hours go out now.
         dmn = self.ctx.directory.get("dmn")
         if dmn is not None:
@@ -180,6 +181,14 @@ class ChatSocket(tornado.websocket.WebSocketHandler):
                 self.sent_seq = max(seq, self.sent_seq)
                 continue
             self.send_frame(seq, frame)
+        self._text_so_far()
+
+    def _text_so_far(self) -> None:
+        """Mid-answer, the answer's text so far (one `message_delta` with `reset`): the deltas
+        sent before this socket opened or resumed are not logged, so nothing replays them."""
+        frame = self.ctx.hub.text_so_far(self.channel)
+        if frame is not None:
+            self._write(frame)
 
     def _reject(self, reason: str) -> None:
         log.info("frame_rejected", channel=self.channel, reason=reason)

@@ -8,6 +8,7 @@ import base64
 import importlib.util
 import json
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,7 @@ import httpx
 import pytest
 
 from tests.integration.harness import (
+    WAIT_S,
     Reply,
     ServerProcess,
     StubLlm,
@@ -392,5 +394,51 @@ def test_a_real_turn_with_the_small_gguf_in_process(tmp_path: Path) -> None:
         assert llm_calls >= 1
         assert tokens > 100  # the turn's prompt alone is longer: a real count, not zero
     finally:
+        server.kill()
+    assert not server.errors()
+
+
+def test_a_socket_that_resumes_or_opens_mid_answer_gets_the_text_so_far(
+        tmp_path: Path, llm: StubLlm) -> None:
+    """Deltas are not logged, so a socket that opens or resumes while the answer streams is
+    sent the whole text so far first: one `message_delta` with `reset`, then the rest; a client
+    that applies it shows exactly the answer at every moment (issue 26)."""
+    text = "High tide in Lisbon today is at six in the morning."
+    pause = threading.Event()
+    reply = Reply(completion(text), pause=pause, pause_after=3)  # 12 characters, then a wait
+    llm.queue(reply)
+    server = started(tmp_path, llm)
+    try:
+        first = server.connect(deltas=True)
+        first.send({"type": "chat", "text": "When is high tide?"})
+        assert reply.paused.wait(WAIT_S)
+        first.recv_until(lambda f: f.get("type") == "message_delta"
+                         and f.get("text", "").endswith("e in"))
+        late = server.connect(deltas=True)  # opens mid-answer: the text so far, live
+        opened = late.recv()
+        late.send({"type": "resume", "last_seq": 0})
+        replayed = late.recv_until(lambda f: f.get("type") == "message_delta")
+        for seen in (opened, replayed[-1]):
+            assert seen["type"] == "message_delta"
+            assert seen["reset"] is True
+            assert seen["text"] == text[:12]
+            assert "seq" not in seen
+        assert [f["type"] for f in replayed[:-1]] == ["status", "status"]
+        pause.set()
+        rest = late.recv_until(lambda f: f["type"] == "done")
+        shown = seen["text"]
+        for f in rest:
+            if f["type"] == "message_delta":
+                shown = f["text"] if f.get("reset") else shown + f["text"]
+                assert text.startswith(shown)
+        assert shown == text
+        assert next(f for f in rest if f["type"] == "message")["blocks"][0]["text"] == text
+        # Once the answer is whole, a new socket is sent no delta.
+        after = server.connect(deltas=True)
+        after.send({"type": "resume", "last_seq": 0})
+        frames = after.recv_until(lambda f: f["type"] == "done")
+        assert "message_delta" not in [f["type"] for f in frames]
+    finally:
+        pause.set()
         server.kill()
     assert not server.errors()
