@@ -3,7 +3,8 @@ Tornado).
 
 Before the SDK sees a request this handler refuses one whose Origin is another site's (403: a
 page elsewhere must not drive it; DNS rebinding included), an address past the wrong-credential
-limit (429), and one without a valid API token (401 with `WWW-Authenticate: Bearer`). Any valid
+limit (429), and one without a valid API token (401 with `WWW-Authenticate: Bearer`), each
+with a JSON-RPC error body naming the problem. Any valid
 token may open a session; each tool's scope is checked when the tool is called. The SDK is
 imported on the first request that gets this far.
 """
@@ -19,6 +20,8 @@ from tornado.iostream import StreamClosedError
 from chalie.edge.context import EdgeContext
 from chalie.edge.rest_base import same_origin, shown
 from chalie.edge.tokens import Refused
+
+REFUSED_CODE = -32001  # JSON-RPC's server-defined range: refused before the MCP server saw it
 
 
 class McpServerHandler(tornado.web.RequestHandler):
@@ -69,9 +72,11 @@ class McpServerHandler(tornado.web.RequestHandler):
         return None
 
     def _error(self, status: int, message: str) -> None:
+        """A JSON-RPC error (no request id), which MCP clients show their user as it is."""
         self.set_status(status)
         self.set_header("Content-Type", "application/json")
-        self.finish(msgspec.json.encode({"error": message, "status": status}))
+        self.finish(msgspec.json.encode({"jsonrpc": "2.0", "id": None, "error": {
+            "code": REFUSED_CODE, "message": message, "data": {"status": status}}}))
 
     # -- what McpBridge.serve writes through --
 

@@ -7,8 +7,8 @@ is left out, and tests/edge/test_openapi.py fails on it.
 
 Not described, on purpose: /ws (a WebSocket; its frames are spec/interfaces.md section 5 and
 chalie/edge/frames.py), /mcp (MCP's JSON-RPC over streamable HTTP: its tools describe
-themselves to an MCP client, chalie/edge/mcp_tools.py), the HTML pages (/, /brain, /login, /cards/<channel>/<seq>) and the
-pages' files (/static/...): none of them is a JSON API.
+themselves to an MCP client, chalie/edge/mcp_tools.py), the HTML pages (/, /brain, /login,
+/cards/<channel>/<seq>) and the pages' files (/static/...): none of them is a JSON API.
 
 The document is public, like /health: it says which routes exist and what their bodies look
 like, which the open source says too, and nothing about this server's data, configuration or

@@ -16,7 +16,7 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.integration.harness import WAIT_S, ServerProcess, StubLlm, completion, wait_for
-from tests.integration.stub_interface import assert_error, cookie_client
+from tests.integration.stub_interface import cookie_client
 from tests.integration.test_api_tokens import make_token
 
 ALL = ("memory:read", "memory:write", "chat", "signals")
@@ -40,6 +40,14 @@ def run(server: ServerProcess, token: str,
             return await body(session)
 
     return asyncio.run(inner())
+
+
+def refused(r: httpx.Response, status: int, words: str) -> None:
+    """A refusal before the MCP server: the status and a JSON-RPC error naming the problem."""
+    assert r.status_code == status, r.text
+    error = r.json()["error"]
+    assert words in error["message"]
+    assert error["data"] == {"status": status}
 
 
 def text(result: Any) -> str:
@@ -194,13 +202,13 @@ def test_no_token_a_wrong_one_or_another_site_is_refused_over_http(
         "clientInfo": {"name": "t", "version": "1"}}}
     headers = {"Accept": "application/json, text/event-stream"}
     r = httpx.post(f"{server.url}/mcp", json=init, headers=headers)
-    assert_error(r, 401, "token")
+    refused(r, 401, "token")
     assert r.headers["WWW-Authenticate"].startswith("Bearer")
-    assert_error(httpx.post(f"{server.url}/mcp", json=init,
-                            headers={**headers, "Authorization": "Bearer chalie_nope"}),
-                 401, "unknown or revoked")
+    refused(httpx.post(f"{server.url}/mcp", json=init,
+                       headers={**headers, "Authorization": "Bearer chalie_nope"}),
+            401, "unknown or revoked")
     token = make_token(server, cookie)["token"]
-    assert_error(httpx.post(f"{server.url}/mcp", json=init, headers={
+    refused(httpx.post(f"{server.url}/mcp", json=init, headers={
         **headers, "Authorization": f"Bearer {token}", "Origin": "https://evil.example"}),
         403, "cross-site")
     r = httpx.post(f"{server.url}/mcp", json=init, headers={
@@ -240,6 +248,6 @@ def test_revoking_a_token_refuses_its_next_call_and_ends_its_session_and_stream(
                 assert admin.delete(f"/api/tokens/{token_id}").status_code == 200
             rest = b"".join(stream.iter_raw())  # ends: the stream was closed
             assert b"jsonrpc" not in rest
-        assert_error(http.post("/mcp", json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
-                     401, "revoked")
+        refused(http.post("/mcp", json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+                401, "revoked")
     assert any(e.get("event") == "mcp_session_ended" for e in server.log_events())
