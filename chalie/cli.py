@@ -20,6 +20,9 @@ refused (too short, or auth.password is set) or failed, 2 config error.
 `chalie setup [--config FILE]`: choose the model in a terminal (the browser's setup questions),
 check it live, save it to settings.toml; `--non-interactive` and flags for scripts
 (chalie/cli_setup.py); 0 saved, 1 a check FAILed and nothing saved, 2 bad flags or a locked key.
+`chalie mcp [--url URL] [--token-file FILE]`: Chalie's MCP server over stdio, relayed to the
+running server's /mcp with an API token (chalie/cli_mcp.py); it never opens the store. 0 when
+its client closes, 1 the server cannot be reached or refused, 2 no token.
 """
 
 from __future__ import annotations
@@ -65,6 +68,13 @@ def main(argv: list[str] | None = None) -> int:
     cli_store.register(sub)
     cli_auth.register(sub)
     cli_setup.register(sub)
+    mcp_cmd = sub.add_parser("mcp", help="Chalie's MCP server over stdio, relayed to the "
+                                         "running server's /mcp with an API token")
+    mcp_cmd.add_argument("--url", help="the server's /mcp URL (default: from the config's "
+                                       "server.host and server.port)")
+    mcp_cmd.add_argument("--token-file", type=Path,
+                         help="a file holding the API token (default: $CHALIE_TOKEN)")
+    mcp_cmd.add_argument("--config", type=Path, help="TOML file merged over config/chalie.toml")
     args = parser.parse_args(argv)
     try:
         config, _ = settings.load(args.config, os.environ)
@@ -82,6 +92,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.command in cli_store.COMMANDS:
         logs.configure(config.log.format, "error", stream=sys.stderr)
         return cli_store.run(args.command, args.file, config)
+    if args.command == "mcp":
+        # stdout is the MCP stream: the log goes to stderr, errors only. Imported here: it
+        # loads the MCP SDK, which `serve` loads only when /mcp is used.
+        logs.configure(config.log.format, "error", stream=sys.stderr)
+        from chalie import cli_mcp  # noqa: PLC0415
+
+        return cli_mcp.run(args, config, env=os.environ)
     if args.command == "doctor":
         # Its lines are the output; the log (what providers and MCP say on the way) is not.
         logs.configure(config.log.format, "error", stream=sys.stderr)

@@ -115,7 +115,7 @@ class Metrics:
         self.signals = Counter(
             "chalie_signals",
             "Signals received, by result (accepted, or rejected: invalid, forbidden, "
-            "rate_limited) and by way in (rest, stream).",
+            "rate_limited) and by way in (rest, stream, mcp).",
             ["result", "via"], registry=r,
         )
         self.world_signals = Gauge(

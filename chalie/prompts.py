@@ -19,6 +19,7 @@ _EXPECTED: dict[str, frozenset[str]] = {
     "checkpoint": frozenset({"state", "history", "user_text", "trail"}),
     "episode_encoding": frozenset({"count", "lines"}),
     "interface_message": frozenset({"program", "details", "text"}),
+    "mcp_question": frozenset({"program", "text"}),
     "scheduled": frozenset({"now", "state", "situation", "world", "memory", "history",
                             "trail", "prompt", "created", "due"}),
     "plan": frozenset({"goal", "tools"}),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import tornado.web
 
 from chalie.edge.context import EdgeContext
+from chalie.edge.mcp_http import McpServerHandler
 from chalie.edge.openapi import PATH as OPENAPI_PATH
 from chalie.edge.openapi import OpenApiHandler
 from chalie.edge.pages import CardHandler, PageHandler, SessionHandler, StaticHandler
@@ -93,6 +94,7 @@ def make_app(ctx: EdgeContext) -> tornado.web.Application:
             (r"/api/settings/test", TestHandler, args),
             (r"/api/tokens", TokensHandler, args),
             (r"/api/tokens/([^/]+)", TokenHandler, args),
+            (r"/mcp", McpServerHandler, args),  # MCP over streamable HTTP (edge/mcp_http.py)
             (OPENAPI_PATH, OpenApiHandler, args),
         ],
         websocket_max_message_size=max(HARD_FRAME_LIMIT, ctx.config.server.max_frame_bytes),

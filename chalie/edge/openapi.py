@@ -6,8 +6,9 @@ by msgspec from the Struct the handler decodes or encodes. A handler method with
 is left out, and tests/edge/test_openapi.py fails on it.
 
 Not described, on purpose: /ws (a WebSocket; its frames are spec/interfaces.md section 5 and
-chalie/edge/frames.py), the HTML pages (/, /brain, /login, /cards/<channel>/<seq>) and the
-pages' files (/static/...): none of them is a JSON API.
+chalie/edge/frames.py), /mcp (MCP's JSON-RPC over streamable HTTP: its tools describe
+themselves to an MCP client, chalie/edge/mcp_tools.py), the HTML pages (/, /brain, /login,
+/cards/<channel>/<seq>) and the pages' files (/static/...): none of them is a JSON API.
 
 The document is public, like /health: it says which routes exist and what their bodies look
 like, which the open source says too, and nothing about this server's data, configuration or
@@ -43,7 +44,7 @@ PATH = "/api/openapi.json"
 METHODS = ("get", "post", "put", "patch", "delete")
 # Routes of make_app that are not JSON endpoints (see the module's docstring).
 NOT_DESCRIBED = frozenset({"/", "/brain", "/login", "/static/(.*)", "/cards/([^/]+)/([^/]+)",
-                           "/ws"})
+                           "/ws", "/mcp"})
 _GROUP = re.compile(r"\([^()]*\)")
 _JSON = "application/json"
 

@@ -194,10 +194,10 @@ class SearchHandler(AuthedHandler):
 
         recalled, redact = await self.off_loop(search)
         self.write_json(SearchResults(query, recalled.degraded,
-                                      [_result(hit, redact) for hit in recalled.hits]))
+                                      [search_hit(hit, redact) for hit in recalled.hits]))
 
 
-def _result(hit: Hit, redact: Redactor) -> SearchHit:
+def search_hit(hit: Hit, redact: Redactor) -> SearchHit:
     """A hit as the model would see it: what the person forgot is blanked out of older text."""
     item = hit.item
     text = redact(item.text, item.created_at)

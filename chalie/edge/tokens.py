@@ -84,8 +84,9 @@ class TokenBoard:
             return None
         return row
 
-    def authorize(self, authorization: str | None, scope: Scope) -> TokenRow:
-        """The token of an `Authorization: Bearer <token>` header, when it has `scope`."""
+    def authorize(self, authorization: str | None, scope: Scope | None) -> TokenRow:
+        """The token of an `Authorization: Bearer <token>` header, when it has `scope` (None:
+        any valid token, as /mcp checks each tool's scope when it is called)."""
         scheme, _, token = (authorization or "").partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise Refused(401, "send an API token (Authorization: Bearer <token>); make one "
@@ -93,7 +94,7 @@ class TokenBoard:
         row = self.by_token(token.strip())
         if row is None:
             raise Refused(401, "the API token is unknown or revoked")
-        if scope not in row.scopes:
+        if scope is not None and scope not in row.scopes:
             raise Refused(403, f"the token {row.name!r} lacks the `{scope}` scope "
                                f"(it has: {', '.join(row.scopes) or 'none'})")
         return row
