@@ -62,6 +62,7 @@ class _Open:
     """One /mcp request being served: its ASGI task and whether its client is gone."""
 
     task: asyncio.Task[None]
+    session: str | None  # the session it is part of (the one it opened, for an initialize)
     gone: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -80,6 +81,9 @@ class McpBridge:
         self.manager = server.session_manager
         self._open: dict[str, set[_Open]] = {}  # token id -> requests being served
         self._sessions: dict[str, dict[str, Any]] = {}  # token id -> session id -> unwatch
+        # session id -> when a request of it last ended: the SDK ends a session idle for its
+        # session_idle_timeout without telling anyone, so the record drops it then too.
+        self._last_seen: dict[str, float] = {}
         self._ready = asyncio.Event()
         self._stopping = asyncio.Event()
         self._runner: asyncio.Task[None] | None = None
@@ -113,16 +117,8 @@ class McpBridge:
         await self.started()
         request = handler.request
         asked_session = request.headers.get(SESSION_HEADER)
-        scope: Scope = {
-            "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
-            "method": request.method, "scheme": request.protocol, "path": request.path,
-            "raw_path": request.path.encode(), "root_path": "",
-            "query_string": request.query.encode("latin-1"),
-            "headers": [(k.lower().encode("latin-1"), v.encode("latin-1"))
-                        for k, v in request.headers.get_all()],
-            "client": (request.remote_ip or "", 0), "server": None,
-            "user": self._user(row.id), TOKEN_KEY: row.id,
-        }
+        self._forget_idle()
+        scope = self._scope(request, row)
         body_sent = False
         opened: _Open | None = None
         answered: list[int] = []
@@ -145,12 +141,15 @@ class McpBridge:
                              if k.lower() == SESSION_HEADER.encode()), None)
                 if made is not None and made != asked_session:
                     self._session_opened(row.id, made)
+                    assert opened is not None
+                    opened.session = made
             elif message["type"] == "http.response.body" and not await handler.body(
                     message.get("body", b""), more=bool(message.get("more_body"))):
                 assert opened is not None
                 opened.gone.set()
 
-        opened = _Open(asyncio.ensure_future(self.manager.handle_request(scope, receive, send)))
+        opened = _Open(asyncio.ensure_future(self.manager.handle_request(scope, receive, send)),
+                       asked_session)
         handler.on_gone = opened.gone.set
         self._open.setdefault(row.id, set()).add(opened)
         unwatch = self._watch(row.id)
@@ -166,6 +165,12 @@ class McpBridge:
         ended = answered[:1] == [404] or (request.method == "DELETE" and answered[:1] == [200])
         if asked_session and ended:  # the client ended it, or the SDK had (idle, unknown)
             self._session_closed(row.id, asked_session)
+        if opened.session in self._last_seen:
+            self._last_seen[opened.session] = self.ctx.clock.monotonic()
+        self._answered(handler, opened)
+
+    @staticmethod
+    def _answered(handler: Answer, opened: _Open) -> None:
         if opened.task.cancelled():
             handler.ended("the API token was revoked")
         elif opened.task.exception() is not None:
@@ -173,6 +178,33 @@ class McpBridge:
             handler.ended("the MCP server failed to answer")
         else:
             handler.ended(None)
+
+    def _scope(self, request: HTTPServerRequest, row: TokenRow) -> Scope:
+        """The ASGI scope of a Tornado request, owned by `row`'s token."""
+        return {
+            "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
+            "method": request.method, "scheme": request.protocol, "path": request.path,
+            "raw_path": request.path.encode(), "root_path": "",
+            "query_string": request.query.encode("latin-1"),
+            "headers": [(k.lower().encode("latin-1"), v.encode("latin-1"))
+                        for k, v in request.headers.get_all()],
+            "client": (request.remote_ip or "", 0), "server": None,
+            "user": self._user(row.id), TOKEN_KEY: row.id,
+        }
+
+    def _forget_idle(self) -> None:
+        """Drop from the record the sessions the SDK has ended for idling (no request in
+        flight for its session_idle_timeout), so a token's `open` count stays true."""
+        idle_s = self.manager.session_idle_timeout
+        if idle_s is None:
+            return
+        now = self.ctx.clock.monotonic()
+        busy = {o.session for requests in self._open.values() for o in requests}
+        for token_id, sessions in list(self._sessions.items()):
+            for session_id in list(sessions):
+                seen = self._last_seen.get(session_id, now)
+                if session_id not in busy and now - seen > idle_s:
+                    self._session_closed(token_id, session_id)
 
     def _watch(self, token_id: str) -> Any:
         """Watch the token while a request of it is open: the board counts each watcher as
@@ -186,11 +218,13 @@ class McpBridge:
         assert board is not None
         sessions = self._sessions.setdefault(token_id, {})
         sessions[session_id] = board.watch(token_id, lambda: self._revoked(token_id))
+        self._last_seen[session_id] = self.ctx.clock.monotonic()
         log.info("mcp_session_opened", token_id=token_id, session=session_id[:8])
 
     def _session_closed(self, token_id: str, session_id: str) -> None:
         sessions = self._sessions.get(token_id, {})
         unwatch = sessions.pop(session_id, None)
+        self._last_seen.pop(session_id, None)
         if unwatch is not None:
             unwatch()
             log.info("mcp_session_closed", token_id=token_id, session=session_id[:8])
