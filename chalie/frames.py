@@ -20,11 +20,14 @@ Block = TextBlock
 
 
 class FrameMetrics(msgspec.Struct, frozen=True):
-    """The per-turn metrics block: tokens over every LLM call, calls per tool, seconds."""
+    """The per-turn metrics block: tokens over every LLM call (and of them, the prompts' and
+    the answers', as the providers reported them), calls per tool, seconds."""
 
     tokens_total: int
     tools: dict[str, int]
     response_time_s: float
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
 
 
 class _Frame(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):

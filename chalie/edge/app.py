@@ -5,6 +5,7 @@ from __future__ import annotations
 import tornado.web
 
 from chalie.edge.context import EdgeContext
+from chalie.edge.openai_chat import ChatHandler, ModelsHandler
 from chalie.edge.openapi import PATH as OPENAPI_PATH
 from chalie.edge.openapi import OpenApiHandler
 from chalie.edge.pages import CardHandler, PageHandler, SessionHandler, StaticHandler
@@ -93,6 +94,8 @@ def make_app(ctx: EdgeContext) -> tornado.web.Application:
             (r"/api/settings/test", TestHandler, args),
             (r"/api/tokens", TokensHandler, args),
             (r"/api/tokens/([^/]+)", TokenHandler, args),
+            (r"/v1/models", ModelsHandler, args),
+            (r"/v1/chat/completions", ChatHandler, args),
             (OPENAPI_PATH, OpenApiHandler, args),
         ],
         websocket_max_message_size=max(HARD_FRAME_LIMIT, ctx.config.server.max_frame_bytes),
