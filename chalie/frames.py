@@ -19,9 +19,10 @@ class TextBlock(msgspec.Struct, frozen=True, tag="text", tag_field="type"):
 Block = TextBlock
 
 
-class FrameMetrics(msgspec.Struct, frozen=True):
+class FrameMetrics(msgspec.Struct, frozen=True, omit_defaults=True):
     """The per-turn metrics block: tokens over every LLM call (and of them, the prompts' and
-    the answers', as the providers reported them), calls per tool, seconds."""
+    the answers', as the providers reported them: left out when none), calls per tool,
+    seconds."""
 
     tokens_total: int
     tools: dict[str, int]
