@@ -8,10 +8,10 @@ OpenAI's shape, at once or streamed as server-sent events (`stream`), usage incl
 A client sends the whole conversation each time; Chalie keeps its own, so it takes only the
 last message, the person's (openai_wire.py says what else it reads and ignores). The message's
 client_id is a hash of the token, the channel, the model and every message sent, so the same
-request sent again within REPEAT_WINDOW_S (an SDK's retry, or a client's Regenerate, which
-sends the same conversation again) runs no second turn: it gets the answer already given. An
-edited last message is a new message, answered after what Chalie has already heard. After the
-window an identical conversation (a new chat that opens with "hi" again) is a new turn.
+request sent again within openai.repeat_window_s (an SDK's retry, or a client's Regenerate,
+which sends the same conversation again) runs no second turn: it gets the answer already given.
+An edited last message is a new message, answered after what Chalie has already heard. After
+the window an identical conversation (a new chat that opens with "hi" again) is a new turn.
 
 The conversation runs on the token's channel (`token.<name>`), or with the request's `user`,
 on `token.<name>.<user>`. Revoking the token ends its calls at once: a waiting request gets a
@@ -59,7 +59,6 @@ from chalie.store.image_rows import load
 
 log = structlog.get_logger("chalie.edge")
 
-REPEAT_WINDOW_S = 3600  # a conversation sent again within this runs no second turn
 CALL_SLACK_S = 15.0  # past the turn's own budget (act.timeout_s), before a request gives up
 _AT = re.compile(r" - at `\$\.?([^`]*)`")
 _ERRORS = (403, 404, 502, 504)
@@ -84,9 +83,10 @@ class ChatHandler(OpenAiHandler):
         errors=_ERRORS, error_body=OpenAiError,
         example={"model": "chalie", "messages": [{"role": "user", "content": "hello"}]},
         description="Chalie keeps its own history: the last message, the person's, is the new "
-                    "one; the same conversation sent again within an hour gets the answer "
-                    "already given. With `stream`, server-sent events of chat.completion.chunk "
-                    "and `data: [DONE]`. Images: data: URLs in image_url parts.")}
+                    "one; the same conversation sent again soon after gets the answer "
+                    "already given (openai.repeat_window_s). With `stream`, server-sent "
+                    "events of chat.completion.chunk and `data: [DONE]`. Images: data: URLs "
+                    "in image_url parts.")}
 
     def body_limit(self) -> tuple[int, str]:
         """A conversation, and an image as base64 (4 characters to 3 bytes)."""
@@ -146,7 +146,7 @@ class ChatHandler(OpenAiHandler):
 
     async def _client_id(self, token_id: str, channel: str, body: ChatRequest) -> str:
         """This window's id, unless the last window's already names this message."""
-        window = int(self.ctx.clock.time() // REPEAT_WINDOW_S)
+        window = int(self.ctx.clock.time() // self.ctx.config.openai.repeat_window_s)
         now, before = (client_id(token_id, channel, body, w) for w in (window, window - 1))
         seen = await self.off_loop(lambda: _seen(self.ctx.read(), channel, before))
         return before if seen else now

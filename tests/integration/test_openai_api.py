@@ -278,3 +278,27 @@ def test_revoking_a_token_ends_its_stream(server: ServerProcess, llm: StubLlm, c
         pause.set()
     with cookie_client(server.url, cookie) as http:
         wait_for(lambda: 'result="refused",token="laptop"' in http.get("/metrics").text)
+
+
+def test_a_client_that_hangs_up_mid_stream_leaves_the_turn_to_finish(
+        server: ServerProcess, llm: StubLlm, token: str, client: OpenAI) -> None:
+    """The stream's client goes away half-way: the turn goes on and its answer is kept, and the
+    same request sent again gets that answer without a second turn."""
+    pause = threading.Event()
+    reply = Reply(completion("Kept though nobody was listening."), pause=pause, pause_after=2)
+    llm.queue(reply)
+    body = {"model": "chalie", "messages": [user("are you there")], "stream": True}
+    try:
+        with httpx.Client(base_url=server.url, timeout=WAIT_S) as http, http.stream(
+                "POST", "/v1/chat/completions", json=body,
+                headers={"Authorization": f"Bearer {token}"}) as r:
+            assert r.headers["content-type"] == "text/event-stream"
+            lines = r.iter_lines()
+            assert next(line for line in lines if '"content"' in line)
+    finally:
+        pause.set()
+    wait_for(lambda: ("assistant", "Kept though nobody was listening.") in transcript(server))
+    calls = len(llm.requests)
+    again = client.chat.completions.create(model="chalie", messages=[user("are you there")])
+    assert again.choices[0].message.content == "Kept though nobody was listening."
+    assert len(llm.requests) == calls
