@@ -250,6 +250,10 @@ class McpConfig(_Section, frozen=True):
     restart_max_s: float
 
 
+class OpenAiConfig(_Section, frozen=True):
+    repeat_window_s: float
+
+
 class DmnConfig(_Section, frozen=True):
     enabled: bool
     idle_s: float
@@ -333,6 +337,7 @@ class Config(_Section, frozen=True):
     signals: SignalsConfig
     subscriptions: SubscriptionsConfig
     mcp: McpConfig
+    openai: OpenAiConfig
     dmn: DmnConfig
     scheduler: SchedulerConfig
     goals: GoalsConfig

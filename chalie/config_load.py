@@ -52,6 +52,7 @@ _POSITIVE = {
     "store.tool_calls_days",
     "store.events_days", "store.prune_interval_s", "store.prune_batch", "store.vacuum_pages",
     "server.session_idle_s", "server.max_body_bytes", "auth.rotate_days",
+    "openai.repeat_window_s",
     "interfaces.pair_max_failures", "interfaces.pair_lockout_s", "memory.embed_timeout_s",
     "memory.query_embed_timeout_s", "memory.embed_threads",
     "memory.embed_batch", "memory.encode_every_rows", "memory.encode_max_rows",

@@ -19,12 +19,16 @@ class TextBlock(msgspec.Struct, frozen=True, tag="text", tag_field="type"):
 Block = TextBlock
 
 
-class FrameMetrics(msgspec.Struct, frozen=True):
-    """The per-turn metrics block: tokens over every LLM call, calls per tool, seconds."""
+class FrameMetrics(msgspec.Struct, frozen=True, omit_defaults=True):
+    """The per-turn metrics block: tokens over every LLM call (and of them, the prompts' and
+    the answers', as the providers reported them: left out when none), calls per tool,
+    seconds."""
 
     tokens_total: int
     tools: dict[str, int]
     response_time_s: float
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
 
 
 class _Frame(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):

@@ -29,7 +29,7 @@ RELOADABLE = frozenset({
     # endpoint's limit, is set again too).
     "auth.session_days", "auth.rotate_days", "auth.secure_cookie", "server.metrics_token",
     "server.rest_rate_per_min", "server.max_body_bytes", "images.max_bytes",
-    "interfaces.pairing_key_ttl_s", "interfaces.notify_channel",
+    "interfaces.pairing_key_ttl_s", "interfaces.notify_channel", "openai.repeat_window_s",
     # The housekeeper: read at the start of each run (a new interval after the next run).
     "store.transcript_days", "store.tool_calls_days", "store.events_days",
     "store.prune_interval_s", "store.prune_batch", "store.vacuum_pages", "store.backups_kept",

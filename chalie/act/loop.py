@@ -68,6 +68,8 @@ class TurnMetrics(msgspec.Struct, frozen=True):
     tools: dict[str, int]
     llm_calls: int
     iterations: int
+    prompt_tokens: int = 0  # of tokens_total, as the providers reported them
+    completion_tokens: int = 0
 
 
 class ActLoop:
@@ -122,6 +124,8 @@ class ActLoop:
         self.records: list[ToolRecord] = []  # every tool record of the turn, kept past compaction
         self.steering: list[SteeringNote] = []
         self.tokens_total = 0
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
         self.llm_calls = 0
         self.llm_seconds = 0.0  # time spent waiting on the LLM, as the provider measured it
         self.restarts = 0
@@ -212,6 +216,8 @@ class ActLoop:
         """Account one LLM call of this turn (loop or compaction) in its metrics."""
         self.llm_calls += 1
         self.tokens_total += response.usage.total_tokens
+        self.prompt_tokens += response.usage.prompt_tokens
+        self.completion_tokens += response.usage.completion_tokens
         self.llm_seconds += response.latency_s
 
     def record(self, call: ToolCall, result: str, *, is_error: bool, duration_ms: float,
@@ -291,6 +297,8 @@ class ActLoop:
             tools=dict(self.tool_counts),
             llm_calls=self.llm_calls,
             iterations=self.iteration,
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=self.completion_tokens,
         )
 
     def render_history(self) -> str:

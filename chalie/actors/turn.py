@@ -90,7 +90,8 @@ def closing_frames(
 ) -> tuple[Frame, ...]:
     """`message` (or `error`) with the metrics block, then `done`: how every turn ends."""
     metrics = turn.loop.metrics()
-    block = FrameMetrics(metrics.tokens_total, metrics.tools, round(elapsed, 4))
+    block = FrameMetrics(metrics.tokens_total, metrics.tools, round(elapsed, 4),
+                         metrics.prompt_tokens, metrics.completion_tokens)
     last: Frame
     if text is not None:
         last = Message(blocks=text_blocks(text), exchange_id=turn.id, metrics=block,

@@ -4,9 +4,9 @@ Each handler class names, in `api`, an `Operation` per HTTP method it answers: a
 security schemes that let a request in, the query and path parameters, the request body's type
 and each status's response type. Bodies are the msgspec types the handler decodes and encodes,
 so the document is generated from the code that validates and writes them; an error answer is
-always an `ErrorBody`. The common refusals of `JsonHandler.prepare` (400 for a bad query, 413,
-403 cross-site, 429 past the rate, 401 without a credential, 503 while an actor restarts) are
-added by the document's builder, not repeated here.
+an `ErrorBody` (on /v1/, OpenAI's error shape). The common refusals of `JsonHandler.prepare`
+(400 for a bad query, 413, 403 cross-site, 429 past the rate, 401 without a credential, 503
+while an actor restarts) are added by the document's builder, not repeated here.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import msgspec
 COOKIE_AUTH = "loginCookie"  # the person's login cookie, from POST /auth/login
 INTERFACE_AUTH = "interfaceToken"  # a paired interface's bearer token
 METRICS_AUTH = "metricsToken"  # server.metrics_token, when it is set
+API_TOKEN_AUTH = "apiToken"  # a scoped API token (POST /api/tokens)
 
 
 class ErrorBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -53,13 +54,23 @@ class Raw:
 
 
 @dataclass(frozen=True)
+class Streamed:
+    """A JSON answer, or with the request's `stream` server-sent events whose `data` is each
+    an `event` (text/event-stream)."""
+
+    json: Any
+    event: Any
+
+
+@dataclass(frozen=True)
 class Operation:
     """One method of one route. `responses` maps a status to the type of its body (a msgspec
     Struct, a list of one, ...), to `Raw`, or to None for an empty body; `errors` are the
     statuses this operation answers with an ErrorBody besides the common ones. `auth` lists the
     security schemes of which any one lets the request in (empty: public); `auth_optional`
     lets a request without any in too (GET /metrics without server.metrics_token). `example`
-    is a request body the operation accepts, shown in the document."""
+    is a request body the operation accepts, shown in the document. `error_body`: the type of
+    every error answer (OpenAI's shape on /v1/)."""
 
     summary: str
     responses: Mapping[int, Any]
@@ -71,6 +82,7 @@ class Operation:
     errors: tuple[int, ...] = ()
     description: str = ""
     example: Any = None  # a JSON body that the operation accepts
+    error_body: Any = ErrorBody
 
 
 # Query parameters several endpoints share.

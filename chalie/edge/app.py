@@ -6,6 +6,7 @@ import tornado.web
 
 from chalie.edge.context import EdgeContext
 from chalie.edge.mcp_http import McpServerHandler
+from chalie.edge.openai_chat import ChatHandler, ModelsHandler
 from chalie.edge.openapi import PATH as OPENAPI_PATH
 from chalie.edge.openapi import OpenApiHandler
 from chalie.edge.pages import CardHandler, PageHandler, SessionHandler, StaticHandler
@@ -95,6 +96,8 @@ def make_app(ctx: EdgeContext) -> tornado.web.Application:
             (r"/api/tokens", TokensHandler, args),
             (r"/api/tokens/([^/]+)", TokenHandler, args),
             (r"/mcp", McpServerHandler, args),  # MCP over streamable HTTP (edge/mcp_http.py)
+            (r"/v1/models", ModelsHandler, args),
+            (r"/v1/chat/completions", ChatHandler, args),
             (OPENAPI_PATH, OpenApiHandler, args),
         ],
         websocket_max_message_size=max(HARD_FRAME_LIMIT, ctx.config.server.max_frame_bytes),

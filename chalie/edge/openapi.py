@@ -29,13 +29,14 @@ from tornado.routing import PathMatches
 
 from chalie import __version__
 from chalie.edge.api_spec import (
+    API_TOKEN_AUTH,
     COOKIE_AUTH,
     INTERFACE_AUTH,
     METRICS_AUTH,
-    ErrorBody,
     Operation,
     Param,
     Raw,
+    Streamed,
 )
 from chalie.edge.auth import COOKIE
 from chalie.edge.rest_base import RATE_LIMITED, SAFE_METHODS, JsonHandler
@@ -56,6 +57,9 @@ SECURITY_SCHEMES = {
                                     "POST /api/interfaces/pair answers, shown once."},
     METRICS_AUTH: {"type": "http", "scheme": "bearer",
                    "description": "server.metrics_token, when it is set."},
+    API_TOKEN_AUTH: {"type": "http", "scheme": "bearer",
+                     "description": "A scoped API token, made with POST /api/tokens and shown "
+                                    "once; each endpoint names the scope it needs."},
 }
 # The refusals any JSON endpoint may answer (JsonHandler.prepare, QueryParams, ask).
 _COMMON = {
@@ -73,9 +77,11 @@ _DESCRIPTION = """Chalie's REST endpoints, generated from the code that serves t
 Not described here: /ws, the WebSocket for chat (its frames: spec/interfaces.md section 5),
 the HTML pages (/, /brain, /login, /cards/...) and their files (/static/...).
 
-Every error answer is `{"error": "...", "status": N}`. A request that changes something with the
+Every error answer is `{"error": "...", "status": N}`, but on /v1/ (Chalie as an
+OpenAI-compatible model), where it is OpenAI's `{"error": {"message", "type", "param",
+"code"}}`. A request that changes something with the
 login cookie must come from this server's own pages (or carry no Origin or Referer, as curl
-sends none). /api/ and /gw/ are limited to server.rest_rate_per_min requests a minute per
+sends none). /api/, /gw/ and /v1/ are limited to server.rest_rate_per_min requests a minute per
 credential (429 with Retry-After)."""
 
 
@@ -180,7 +186,8 @@ def _tag(path: str) -> str:
     parts = path.strip("/").split("/")
     if parts[0] == "api" and len(parts) > 1:
         return parts[1]
-    return {"gw": "interfaces", "health": "ops", "metrics": "ops"}.get(parts[0], parts[0])
+    return {"gw": "interfaces", "health": "ops", "metrics": "ops",
+            "v1": "openai"}.get(parts[0], parts[0])
 
 
 def _path_params(path: str, declared: tuple[Param, ...]) -> list[dict[str, Any]]:
@@ -205,6 +212,12 @@ def _param(param: Param, where: str) -> dict[str, Any]:
 def _content(kind: Any, types: _Types) -> dict[str, Any]:
     if isinstance(kind, Raw):
         return {media: {"schema": dict(schema)} for media, schema in kind.content.items()}
+    if isinstance(kind, Streamed):
+        return {_JSON: {"schema": types.schema(kind.json)},
+                "text/event-stream": {"schema": {
+                    "type": "string", "description": "`data: <event>` lines, each event a "
+                    "JSON " + kind.event.__name__ + ", then `data: [DONE]`"},
+                    "x-event-schema": types.schema(kind.event)}}
     return {_JSON: {"schema": types.schema(kind)}}
 
 
@@ -222,7 +235,7 @@ def _responses(path: str, method: str, op: Operation, types: _Types) -> dict[str
     for status, kind in op.responses.items():
         out[status] = _response(kind, HTTPStatus(status).phrase, types)
     for status, why in errors.items():
-        out.setdefault(status, _response(ErrorBody, why, types))
+        out.setdefault(status, _response(op.error_body, why, types))
     return {str(status): out[status] for status in sorted(out)}
 
 

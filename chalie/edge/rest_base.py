@@ -9,7 +9,7 @@ Before any handler runs, `JsonHandler.prepare` refuses, in this order: a body la
 endpoint takes (413, server.max_body_bytes); a request that changes something, carries no
 interface token and comes from another site's page (403: its Origin, or its Referer when it
 has no Origin, is not this server; a request with neither, as curl sends, passes); and, on
-/api/ and /gw/, a credential past server.rest_rate_per_min, or an address that sent that many
+/api/, /gw/ and /v1/, a credential past server.rest_rate_per_min, or an address that sent that many
 wrong credentials (429 with Retry-After; chalie/edge/ratelimit.py).
 """
 
@@ -42,14 +42,15 @@ MAX_SQL_INT = 2**63 - 1
 _DIGITS = re.compile(r"[0-9]+")
 _TRUE, _FALSE = ("1", "true"), ("0", "false")
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})  # never checked for their origin
-RATE_LIMITED = ("/api/", "/gw/")  # paths under server.rest_rate_per_min
+RATE_LIMITED = ("/api/", "/gw/", "/v1/")  # paths under server.rest_rate_per_min
 BODY_SLACK = 128 * 1024  # over the largest limit: a multipart form's boundaries and headers
 MAX_ERROR_CHARS = 300  # of a decoder's message, which may quote a client's field name
 
 
 def largest_body(config: Config) -> int:
-    """The largest body any endpoint takes: Tornado drops the connection past it unread."""
-    return max(config.server.max_body_bytes, config.images.max_bytes) + BODY_SLACK
+    """The largest body any endpoint takes: Tornado drops the connection past it unread.
+    POST /v1/chat/completions takes a conversation and an image as base64."""
+    return config.server.max_body_bytes + config.images.max_bytes * 4 // 3 + BODY_SLACK
 
 
 class ApiError(tornado.web.HTTPError):

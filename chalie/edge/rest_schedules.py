@@ -21,7 +21,7 @@ from chalie.actors.store_writer_messages import ApplyOps, OpsApplied
 from chalie.background import schedules
 from chalie.background.schedules import MAX_PROMPT, ScheduleError
 from chalie.edge.api_spec import COOKIE_AUTH, OFFSET, Operation, limit_param, one_of, path_id
-from chalie.edge.rest_base import ApiError, AuthedHandler, QueryParams, shown
+from chalie.edge.rest_base import ApiError, AuthedHandler, JsonHandler, QueryParams, shown
 from chalie.store import schedule_rows
 from chalie.store.background_ops import CancelSchedule, InsertSchedule
 from chalie.store.schedule_rows import ScheduleRow
@@ -103,7 +103,7 @@ def schedule_document(row: ScheduleRow) -> Schedule:
 _ID = (path_id("schedule_id", "the schedule's id"),)
 
 
-async def apply(handler: AuthedHandler, *ops: Any) -> tuple[Any, ...]:
+async def apply(handler: JsonHandler, *ops: Any) -> tuple[Any, ...]:
     """Apply background ops through the StoreWriter; their values, or a 503."""
     result: OpsApplied = await handler.ask("store_writer", ApplyOps(tuple(ops)))
     if result.error is not None:

@@ -51,6 +51,8 @@ class TurnResult:
     text: str = ""
     error: str | None = None
     tokens: int = 0
+    prompt_tokens: int = 0  # of `tokens`, those of the prompts
+    completion_tokens: int = 0  # of `tokens`, those the model wrote
     tools: dict[str, int] = field(default_factory=dict)
 
 
@@ -91,6 +93,11 @@ class TurnCall:
                                       "and its answer is kept on the channel") from None
         finally:
             hub.unregister(self.channel, self)
+
+    @property
+    def exchange_id(self) -> str | None:
+        """The exchange that answers the message, once the turn has begun."""
+        return self._exchange
 
     def end(self, why: str) -> None:
         """Stop waiting (the token was revoked, the server stops)."""
@@ -165,6 +172,8 @@ class TurnCall:
     def _metrics(result: TurnResult, metrics: Any) -> None:
         if isinstance(metrics, dict):
             result.tokens = int(metrics.get("tokens_total") or 0)
+            result.prompt_tokens = int(metrics.get("prompt_tokens") or 0)
+            result.completion_tokens = int(metrics.get("completion_tokens") or 0)
             tools = metrics.get("tools")
             if isinstance(tools, dict):
                 result.tools = {str(k): int(v) for k, v in tools.items()}

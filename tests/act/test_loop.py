@@ -154,7 +154,8 @@ def test_plain_answer_ends_the_loop_with_its_text() -> None:
     """An answer without tool calls is the final answer, stripped of surrounding space."""
     loop = make_loop()
     assert loop.absorb(reply("  Rex.\n")) == Answer("Rex.")
-    assert loop.metrics() == TurnMetrics(tokens_total=10, tools={}, llm_calls=1, iterations=0)
+    assert loop.metrics() == TurnMetrics(tokens_total=10, tools={}, llm_calls=1, iterations=0,
+                                         prompt_tokens=9, completion_tokens=1)
 
 
 # --- the iteration cap ----------------------------------------------------------------------------
@@ -235,7 +236,8 @@ def test_tokens_and_tool_counts_add_up_over_the_turn() -> None:
     loop.absorb(reply("Rex.", tokens=7))
     assert loop.tokens_total == 157
     assert loop.metrics() == TurnMetrics(
-        tokens_total=157, tools={"memory": 2, "clock": 1}, llm_calls=3, iterations=2
+        tokens_total=157, tools={"memory": 2, "clock": 1}, llm_calls=3, iterations=2,
+        prompt_tokens=154, completion_tokens=3,
     )
 
 

@@ -110,7 +110,8 @@ def test_counting_a_side_call_adds_tokens_but_no_iteration() -> None:
     """An LLM call outside the loop counts its tokens and the call, and tools stay offered."""
     loop = make_loop(max_iterations=1)
     loop.count(reply("A summary.", tokens=30))
-    assert loop.metrics() == TurnMetrics(tokens_total=30, tools={}, llm_calls=1, iterations=0)
+    assert loop.metrics() == TurnMetrics(tokens_total=30, tools={}, llm_calls=1, iterations=0,
+                                         prompt_tokens=29, completion_tokens=1)
     assert loop.request().tools == (MEMORY, CLOCK)
 
 

@@ -77,7 +77,8 @@ def test_tool_trail_over_budget_is_summarised_before_the_next_call(start_tree: A
     assert frames[3] == {"type": "status", "seq": 4, "stage": "thinking",
                          "exchange_id": exchange}
     assert frames[4]["metrics"] == {"tokens_total": 300, "tools": {"memory": 1},
-                                    "response_time_s": 0.0}
+                                    "response_time_s": 0.0, "prompt_tokens": 280,
+                                    "completion_tokens": 20}
     first, compact, last = provider.requests
     assert raw_estimate(first) <= LIMIT
     assert compact == ChatRequest(system="", messages=(msgspec.structs.replace(

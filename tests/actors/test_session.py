@@ -44,7 +44,8 @@ def test_plain_chat_gets_status_message_and_done_in_seq_order(start_tree: Any) -
         {"type": "status", "seq": 2, "stage": "retrieving_memory", "exchange_id": exchange},
         {"type": "message", "seq": 3, "blocks": [{"type": "text", "text": "Hello there."}],
          "exchange_id": exchange, "topic": None, "mode": "respond", "confidence": None,
-         "metrics": {"tokens_total": 37, "tools": {}, "response_time_s": 1.5}},
+         "metrics": {"tokens_total": 37, "tools": {}, "response_time_s": 1.5,
+                     "prompt_tokens": 30, "completion_tokens": 7}},
         {"type": "done", "seq": 4, "duration_ms": 1500, "exchange_id": exchange},
     ]
     assert tree.rows("SELECT id, outcome, user_text, response_text, llm_calls, tokens_total "
@@ -86,7 +87,8 @@ def test_remember_request_narrates_the_tool_and_stores_the_fact(start_tree: Any)
         "text": 'memory {"action":"remember","key":"Favourite colour","value":"green"}',
     }
     assert frames[3]["metrics"] == {"tokens_total": 58, "tools": {"memory": 1},
-                                    "response_time_s": 0.0}
+                                    "response_time_s": 0.0, "prompt_tokens": 50,
+                                    "completion_tokens": 8}
     assert tree.rows("SELECT turn_id, position, iteration, name, result, is_error "
                      "FROM tool_calls") == [
         (exchange, 0, 1, "memory", "remembered favorite color: green", 0)
@@ -128,7 +130,8 @@ def test_llm_failure_ends_the_turn_with_a_recoverable_error_and_done(start_tree:
     assert frames[3] == {
         "type": "error", "seq": 4, "message": "model server down", "recoverable": True,
         "exchange_id": exchange,
-        "metrics": {"tokens_total": 25, "tools": {"memory": 1}, "response_time_s": 0.25},
+        "metrics": {"tokens_total": 25, "tools": {"memory": 1}, "response_time_s": 0.25,
+                    "prompt_tokens": 20, "completion_tokens": 5},
     }
     assert frames[4] == {"type": "done", "seq": 5, "duration_ms": 250, "exchange_id": exchange}
     assert tree.rows("SELECT outcome, error, response_text, llm_calls FROM turns") == [

@@ -38,7 +38,8 @@ def test_steering_during_a_model_call_reaches_the_next_request_and_drops_its_cal
     exchange = frames[0]["exchange_id"]
     assert shape(frames) == [("status", 1), ("status", 2), ("message", 3), ("done", 4)]
     assert frames[2]["blocks"] == [{"type": "text", "text": "Blue it is."}]  # no act_narration
-    assert frames[2]["metrics"] == {"tokens_total": 59, "tools": {}, "response_time_s": 0.0}
+    assert frames[2]["metrics"] == {"tokens_total": 59, "tools": {}, "response_time_s": 0.0,
+                                    "prompt_tokens": 50, "completion_tokens": 9}
     second = provider.requests[1]
     assert prompt(second).endswith(
         "# Your work on this message so far\n\n"

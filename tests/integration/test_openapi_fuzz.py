@@ -9,14 +9,15 @@ type and matching its documented schema; at the end the server's log has no ERRO
 unhandled exception in a handler is logged at ERROR with its traceback).
 
 Each request carries the credential its operation names: the login cookie, the interface's
-bearer token or server.metrics_token. POST /auth/logout ends the session every other request
-uses, so it runs last (its later calls find no session, and answer 200 all the same: there is
-nothing left to end). Operations with an id in their path run twice: with drawn ids, and (all
-but DELETE, which would remove what the rest needs) with the id of something that exists, so
-the found path is checked too. Besides the drawn bodies, an operation's example body in the
-document is sent (schemathesis's explicit phase): a drawn one is seldom one a handler takes (a
-cron expression, a signal type). A subscription's URL, and a model's address saved or tested
-in the settings, are pointed at loopback whatever was drawn: nothing leaves this machine.
+bearer token, a scoped API token or server.metrics_token. POST /auth/logout ends the session
+every other request uses, so it runs last (its later calls find no session, and answer 200 all
+the same: there is nothing left to end). Operations with an id in their path run twice: with
+drawn ids, and (all but DELETE, which would remove what the rest needs) with the id of
+something that exists, so the found path is checked too. Besides the drawn bodies, an
+operation's example body in the document is sent (schemathesis's explicit phase): a drawn one
+is seldom one a handler takes (a cron expression, a signal type). A subscription's URL, and a
+model's address saved or tested in the settings, are pointed at loopback whatever was drawn:
+nothing leaves this machine.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ class Served:
     llm: StubLlm
     cookie: str
     token: str  # the paired stub interface's bearer token
+    api_token: str  # a scoped API token with every scope (POST /api/tokens)
     known: dict[str, str]  # path parameter -> the id of something that exists
 
 
@@ -77,7 +79,11 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         cookie = server.login()
         interface_id, token = pair(server.url, cookie, iface, name="fuzzed", signals=["*"])
         known = {"interface_id": interface_id, **_made(server, cookie)}
-        yield Served(server, llm, cookie, token, known)
+        with httpx.Client(base_url=server.url, cookies={"chalie_session": cookie}) as http:
+            api_token = http.post("/api/tokens", json={
+                "name": "fuzzed", "scopes": ["memory:read", "memory:write", "chat",
+                                             "signals"]}).json()["token"]
+        yield Served(server, llm, cookie, token, api_token, known)
     finally:
         server.kill()
         iface.stop()
@@ -118,7 +124,7 @@ def test_every_operation_answers_as_documented(served: Served) -> None:
     assert fuzz.failures == [], "\n\n".join(fuzz.failures)
     assert [o.label for o in operations][-1] == LAST
     assert {o.label for o in operations} == documented - {SELF}
-    assert len(operations) == 46
+    assert len(operations) == 48
     assert served.server.errors() == [], served.server.errors()[:3]
     assert not [line for line in served.server.lines if "Traceback" in line]
 
@@ -175,7 +181,8 @@ class Fuzz:
             return {}
         if schemes[0] == "loginCookie":
             return {"cookies": {"chalie_session": self.served.cookie}}
-        token = self.served.token if schemes[0] == "interfaceToken" else METRICS_TOKEN
+        token = {"interfaceToken": self.served.token,
+                 "apiToken": self.served.api_token}.get(schemes[0], METRICS_TOKEN)
         return {"headers": {"Authorization": f"Bearer {token}"}}
 
     def to_loopback(self, case: Any) -> None:

@@ -68,6 +68,8 @@ JSON_BODIES: dict[tuple[str, str], Case] = {
                                      {"dmn.daily_cap": {"n": 2}}, ["dmn.daily_cap"]),
     ("POST", "/api/settings/test"): Case("cookie", {"llm.model": "m", "bogus": 1},
                                          {"llm.model": {"n": 2}}, "llm.model"),
+    ("POST", "/api/tokens"): Case("cookie", {"name": "n", "scopes": ["chat"], "bogus": 1},
+                                  {"name": 5, "scopes": ["chat"]}, []),
 }
 NO_BODY = {
     ("POST", "/auth/logout"),
@@ -79,8 +81,12 @@ NO_BODY = {
     ("DELETE", "/api/subscriptions/(.*)"),
     ("DELETE", "/api/schedules/([^/]+)"),
     ("DELETE", "/api/goals/([^/]+)"),
+    ("DELETE", "/api/tokens/([^/]+)"),
 }
 RAW_BODY = {("POST", "/api/images")}  # an image's bytes, up to images.max_bytes
+# OpenAI's clients send fields Chalie ignores: unknown fields pass (tests/integration/
+# test_openai_api.py), and its errors are in OpenAI's shape (below).
+OPENAI_BODY = {("POST", "/v1/chat/completions")}
 
 
 def changing_routes() -> set[tuple[str, str]]:
@@ -127,7 +133,7 @@ def client(served: SimpleNamespace, auth: str) -> httpx.Client:
 
 def test_every_route_that_takes_a_change_is_listed_here() -> None:
     """A new POST/PUT/PATCH/DELETE route fails this test until its body is tested below."""
-    listed = set(JSON_BODIES) | NO_BODY | RAW_BODY
+    listed = set(JSON_BODIES) | NO_BODY | RAW_BODY | OPENAI_BODY
     assert changing_routes() == listed
 
 
@@ -175,6 +181,24 @@ def test_an_image_may_be_larger_than_max_body_bytes_but_not_than_images_max_byte
         huge = http.post("/api/images", content=png + b"\0" * 100_000)
     assert stored.status_code == 201, stored.text
     assert_error(huge, 413, "images.max_bytes")
+
+
+def test_a_chat_completion_takes_a_conversation_and_an_image_but_no_more(
+    served: SimpleNamespace
+) -> None:
+    """POST /v1/chat/completions takes server.max_body_bytes and an image as base64; past it,
+    a 413 in OpenAI's error shape, before the token is looked at."""
+    body = b'{"model": "chalie", "messages": [], "x": "' + b"a" * (LIMIT + IMAGE_LIMIT * 2) + b'"}'
+    with client(served, "none") as http:
+        answer = http.post("/v1/chat/completions", content=body)
+        fits = http.post("/v1/chat/completions", content=body[:LIMIT + IMAGE_LIMIT])
+    assert answer.status_code == 413, answer.text
+    error = answer.json()["error"]
+    assert error["type"] == "invalid_request_error"
+    assert error["code"] == "request_too_large"
+    assert "images.max_bytes" in error["message"]
+    assert fits.status_code == 401  # not too large: refused for want of a token
+    assert fits.json()["error"]["type"] == "authentication_error"
 
 
 def test_a_body_larger_than_any_endpoint_takes_is_cut_off_by_tornado(
