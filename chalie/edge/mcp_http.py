@@ -2,15 +2,17 @@
 Tornado).
 
 Before the SDK sees a request this handler refuses one whose Origin is another site's (403: a
-page elsewhere must not drive it; DNS rebinding included), an address past the wrong-credential
-limit (429), and one without a valid API token (401 with `WWW-Authenticate: Bearer`), each
-with a JSON-RPC error body naming the problem. Any valid
+page elsewhere must not drive it; DNS rebinding included), a body over server.max_body_bytes
+(413), an address past the wrong-credential limit (429), one without a valid API token (401
+with `WWW-Authenticate: Bearer`) and a token past server.rest_rate_per_min (429), each with a
+JSON-RPC error body naming the problem. Any valid
 token may open a session; each tool's scope is checked when the tool is called. The SDK is
 imported on the first request that gets this far.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 
 import msgspec
@@ -48,6 +50,11 @@ class McpServerHandler(tornado.web.RequestHandler):
             self.ctx.metrics.rest_refused.labels(reason="cross_site").inc()
             return self._error(403, f"cross-site request refused: Origin {shown(origin)} is "
                                     "not this server")
+        allowed = self.ctx.config.server.max_body_bytes
+        if len(self.request.body) > allowed:
+            self.ctx.metrics.rest_refused.labels(reason="too_large").inc()
+            return self._error(413, f"the body is {len(self.request.body)} bytes; /mcp takes "
+                                    f"at most {allowed} (server.max_body_bytes)")
         limit, rate = self.ctx.rest_limit, self.ctx.config.server.rest_rate_per_min
         failed = "failed:" + (self.request.remote_ip or "unknown")
         if limit is not None and limit.wait(failed, rate) is not None:
@@ -64,6 +71,13 @@ class McpServerHandler(tornado.web.RequestHandler):
                 limit.spend(failed, rate)
             self.set_header("WWW-Authenticate", 'Bearer realm="chalie"')
             return self._error(e.status, e.message)
+        wait = limit.take("token:" + row.id, rate) if limit is not None else None
+        if wait is not None:
+            self.ctx.metrics.rest_refused.labels(reason="rate_limited").inc()
+            seconds = max(1, math.ceil(wait))
+            self.set_header("Retry-After", str(seconds))
+            return self._error(429, f"too many requests: server.rest_rate_per_min allows "
+                                    f"{rate} a minute; try again in {seconds}s")
         if self.ctx.mcp is None:
             from chalie.edge.mcp_bridge import McpBridge  # noqa: PLC0415  (the SDK: on first use)
 

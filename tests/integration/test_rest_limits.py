@@ -87,6 +87,8 @@ RAW_BODY = {("POST", "/api/images")}  # an image's bytes, up to images.max_bytes
 # OpenAI's clients send fields Chalie ignores: unknown fields pass (tests/integration/
 # test_openai_api.py), and its errors are in OpenAI's shape (below).
 OPENAI_BODY = {("POST", "/v1/chat/completions")}
+# MCP's JSON-RPC (the SDK decodes it); a body over server.max_body_bytes is refused first.
+MCP_BODY = {("POST", "/mcp"), ("DELETE", "/mcp")}
 
 
 def changing_routes() -> set[tuple[str, str]]:
@@ -133,7 +135,7 @@ def client(served: SimpleNamespace, auth: str) -> httpx.Client:
 
 def test_every_route_that_takes_a_change_is_listed_here() -> None:
     """A new POST/PUT/PATCH/DELETE route fails this test until its body is tested below."""
-    listed = set(JSON_BODIES) | NO_BODY | RAW_BODY | OPENAI_BODY
+    listed = set(JSON_BODIES) | NO_BODY | RAW_BODY | OPENAI_BODY | MCP_BODY
     assert changing_routes() == listed
 
 
@@ -351,3 +353,16 @@ def test_proxy_headers_name_the_client_only_when_trusted(
         assert login(server.password, "198.51.100.7") == (200 if trusted else 429)
     finally:
         server.kill()
+
+
+def test_an_mcp_message_over_the_body_limit_is_a_413_naming_the_key(
+        served: SimpleNamespace) -> None:
+    with cookie_client(served.server.url, served.cookie) as http:
+        made = http.post("/api/tokens", json={"name": "limits", "scopes": ["memory:read"]})
+    assert made.status_code == 201, made.text
+    token = made.json()["token"]
+    r = httpx.post(f"{served.server.url}/mcp", content=b"x" * (LIMIT + 1), timeout=WAIT_S,
+                   headers={"Authorization": f"Bearer {token}",
+                            "Content-Type": "application/json"})
+    assert r.status_code == 413
+    assert "server.max_body_bytes" in r.json()["error"]["message"]
