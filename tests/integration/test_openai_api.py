@@ -302,3 +302,24 @@ def test_a_client_that_hangs_up_mid_stream_leaves_the_turn_to_finish(
     again = client.chat.completions.create(model="chalie", messages=[user("are you there")])
     assert again.choices[0].message.content == "Kept though nobody was listening."
     assert len(llm.requests) == calls
+
+
+def test_chalie_light_is_answered_by_the_light_model(tmp_path: Any, llm: StubLlm) -> None:
+    """`chalie-light` runs the turn on [llm.light]'s model; `chalie` on the primary's."""
+    server = ServerProcess(tmp_path, llm, llm={"base_url": llm.base_url, "retries": 0,
+                                               "light": {"model": "small-model"}}).start()
+    try:
+        key = make_token(server, server.login(), name="laptop", scopes=("chat",))["token"]
+        llm.queue(completion("Light answer."), completion("Full answer."))
+        with OpenAI(base_url=server.url + "/v1", api_key=key, max_retries=0,
+                    timeout=WAIT_S) as sdk:
+            light = sdk.chat.completions.create(model="chalie-light", messages=[user("a")])
+            full = sdk.chat.completions.create(model="chalie", messages=[user("b")])
+        assert light.model == "chalie-light"
+        assert light.choices[0].message.content == "Light answer."
+        assert full.choices[0].message.content == "Full answer."
+        turns = [r for r in llm.requests if "response_format" not in r]
+        assert [r["model"] for r in turns] == ["small-model", "llama3.1"]  # the default model
+    finally:
+        server.kill()
+    assert not server.errors()
