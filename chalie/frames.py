@@ -52,10 +52,14 @@ class Status(_Frame, frozen=True, kw_only=True, tag="status", omit_defaults=True
 
 
 class ActNarration(_Frame, frozen=True, kw_only=True, tag="act_narration"):
+    """A tool call the turn makes: `text` a sentence for the person (prompts/narration.toml),
+    `args` the call's arguments as JSON, for a client's details."""
+
     text: str
     step: int
     tool: str
     exchange_id: str
+    args: str = ""
 
 
 class Message(_Frame, frozen=True, kw_only=True, tag="message"):
@@ -123,6 +127,19 @@ class Escalation(_Frame, frozen=True, kw_only=True, tag="escalation"):
     topic: str | None = None
 
 
+class Decision(_Frame, frozen=True, kw_only=True, tag="decision"):
+    """How an escalation ended, logged so every client shows it (on any device, after any
+    reload or resume): `outcome` approved, denied, expired (nobody answered in time, or the
+    turn ended first) or withdrawn (the person steered elsewhere); `by` who answered: "page"
+    (a /ws client of the person's), "program" (anything else), null when nobody did."""
+
+    approval_id: str
+    outcome: Literal["approved", "denied", "expired", "withdrawn"]
+    by: Literal["page", "program"] | None
+    tool: str
+    exchange_id: str
+
+
 class Task(_Frame, frozen=True, kw_only=True, tag="task"):
     """A goal's progress. With `step_id` None the goal changed state (planning, running,
     paused, completed, failed, cancelled); otherwise one step of its plan did (running, done,
@@ -143,8 +160,8 @@ class ImageReady(_Frame, frozen=True, kw_only=True, tag="image_ready"):
 
 
 Frame = (
-    Status | ActNarration | Message | Done | Error | Card | Notification | Escalation | Task
-    | ImageReady
+    Status | ActNarration | Message | Done | Error | Card | Notification | Escalation | Decision
+    | Task | ImageReady
 )
 
 class MessageDelta(msgspec.Struct, frozen=True, kw_only=True, tag="message_delta",

@@ -88,10 +88,15 @@ _FRAGMENTS: dict[str, frozenset[str]] = {
 }
 
 
+NARRATED_CHARS = 60  # of an argument's value, in a narration sentence
+
+
 class Prompts:
-    def __init__(self, templates: dict[str, Template], fragments: dict[str, Template]) -> None:
+    def __init__(self, templates: dict[str, Template], fragments: dict[str, Template],
+                 narration: Narration | None = None) -> None:
         self._templates = templates
         self._fragments = fragments
+        self._narration = narration or Narration({}, [Template("Using $name…")])
 
     @classmethod
     def load(cls, directory: Path = PROMPTS) -> Prompts:
@@ -109,7 +114,8 @@ class Prompts:
                     f"allowed: {sorted(expected)}"
                 )
             templates[name] = template
-        return cls(templates, _load_fragments(directory / "fragments.toml"))
+        return cls(templates, _load_fragments(directory / "fragments.toml"),
+                   _load_narration(directory / "narration.toml"))
 
     def render(self, name: str, **values: str) -> str:
         return self._templates[name].substitute(values).strip()
@@ -131,6 +137,60 @@ class Prompts:
     def fragment(self, key: str, /, **values: object) -> str:
         """A short piece of prompt text from fragments.toml."""
         return self._fragments[key].substitute(values)
+
+    def narrate(self, tool: str, args: object) -> str:
+        """The sentence a person reads while `tool` runs with `args` (narration.toml)."""
+        return self._narration.sentence(tool, args)
+
+
+class Narration:
+    """narration.toml: sentences per tool (or tool.action), the first one the call fills."""
+
+    def __init__(self, tools: dict[str, list[Template]], default: list[Template]) -> None:
+        self._tools = tools
+        self._default = default
+
+    def sentence(self, tool: str, args: object) -> str:
+        given = args if isinstance(args, dict) else {}
+        values = {k: _shown(v) for k, v in given.items()
+                  if isinstance(k, str) and isinstance(v, str | int | float) and str(v).strip()}
+        action = given.get("action")
+        templates = (self._tools.get(f"{tool}.{action}") if isinstance(action, str) else None) \
+            or self._tools.get(tool)
+        if templates is None:
+            templates, values = self._default, {"name": " ".join(
+                tool.replace("_", " ").replace(".", " ").replace("-", " ").split()) or tool}
+        for template in templates:
+            if set(template.get_identifiers()) <= set(values):
+                return template.substitute(values)
+        return self._default[-1].substitute(name=tool)
+
+
+def _shown(value: str | int | float) -> str:
+    text = " ".join(str(value).split())
+    return text if len(text) <= NARRATED_CHARS else text[:NARRATED_CHARS].rstrip() + "…"
+
+
+def _load_narration(path: Path) -> Narration:
+    try:
+        with path.open("rb") as f:
+            raw = tomllib.load(f)
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise PromptError(f"cannot read narration sentences {path}: {e}") from e
+
+    def sentences(key: str, value: object) -> list[Template]:
+        if not isinstance(value, list) or not value or not all(
+                isinstance(v, str) and Template(v).is_valid() for v in value):
+            raise PromptError(f"{path}: {key} must be a list of sentences")
+        return [Template(v) for v in value]
+
+    default = sentences("default", raw.get("default"))
+    if set().union(*(t.get_identifiers() for t in default)) - {"name"}:
+        raise PromptError(f"{path}: default may use only $name")
+    tools = raw.get("tools", {})
+    if not isinstance(tools, dict):
+        raise PromptError(f"{path}: [tools] must be a table")
+    return Narration({k: sentences(f"tools.{k}", v) for k, v in tools.items()}, default)
 
 
 def _load_fragments(path: Path) -> dict[str, Template]:

@@ -117,3 +117,32 @@ def test_fragments_render_with_their_values() -> None:
         "tool 'memory' is blocked by configuration"
     )
     assert prompts.fragment("not_run", reason="x") == "not run: x"
+
+
+def test_narration_is_a_sentence_from_the_calls_arguments() -> None:
+    """Each tool (or tool.action) has sentences in narration.toml; the first the call fills
+    wins; a tool not named there gets `default` with its name in words (issue 26)."""
+    p = Prompts.load()
+    assert p.narrate("recall", {"query": "Lisbon"}) == "Looking through your memory for “Lisbon”…"
+    assert p.narrate("recall", {}) == "Looking through your memory…"
+    assert p.narrate("recall", {"query": "  "}) == "Looking through your memory…"
+    assert p.narrate("memory", {"action": "remember", "key": "pet", "value": "Rex"}) \
+        == "Noting that pet is “Rex”…"
+    assert p.narrate("forget", {"key": "pet"}) == "Forgetting pet…"
+    assert p.narrate("weather_station.forecast", {"city": "Lisbon"}) \
+        == "Using weather station forecast…"
+    assert p.narrate("memory", None) == "Using memory…"  # arguments that were not JSON
+    long = p.narrate("recall", {"query": "word " * 40})
+    assert long.startswith("Looking through your memory for “word word")
+    assert "…”" in long
+    assert len(long) < 110
+
+
+def test_narration_that_is_not_lists_of_sentences_fails_at_load(prompt_dir: Path) -> None:
+    path = prompt_dir / "narration.toml"
+    path.write_text('default = ["Using $name…"]\n[tools]\nrecall = "not a list"\n')
+    with pytest.raises(PromptError, match=r"tools\.recall must be a list"):
+        Prompts.load(prompt_dir)
+    path.write_text('default = ["Using $tool…"]\n')
+    with pytest.raises(PromptError, match=r"default may use only \$name"):
+        Prompts.load(prompt_dir)

@@ -38,7 +38,7 @@ from chalie.actors.turn_messages import (
     TurnDeadline,
 )
 from chalie.clock import Timer
-from chalie.frames import ActNarration, Escalation, ImageReady, Stage, Status
+from chalie.frames import ActNarration, Decision, Escalation, ImageReady, Stage, Status
 from chalie.llm.types import ChatResponse, ToolCall
 from chalie.store.records import Outcome
 from chalie.tools.base import ToolContext
@@ -46,12 +46,14 @@ from chalie.tools.base import ToolContext
 log = structlog.get_logger("chalie.driver")
 
 NARRATION_ARGS_CHARS = 120
+ARGS_SHOWN_CHARS = 2000  # of a call's arguments, under a narration's details
+DecisionOutcome = Literal["approved", "denied", "expired", "withdrawn"]
 PAUSED = "paused: the path used its daily token budget"
 
 
-def clip(text: str) -> str:
-    """Tool arguments as narration shows them: the first 120 characters."""
-    return text if len(text) <= NARRATION_ARGS_CHARS else text[:NARRATION_ARGS_CHARS] + "…"
+def clip(text: str, chars: int = NARRATION_ARGS_CHARS) -> str:
+    """Tool arguments as a person is shown them: the first `chars` characters."""
+    return text if len(text) <= chars else text[:chars] + "…"
 
 
 class TurnDriver:
@@ -111,6 +113,7 @@ class TurnDriver:
             turn.timer.cancel()
         if turn.approval is not None:
             turn.approval.timer.cancel()
+            self._decided(turn.approval.id, turn.approval.call.name, "expired", None)
         elapsed = self._d.clock.monotonic() - turn.received_at
         self._images_ready(turn, "failed")
         self.turn = None
@@ -199,8 +202,8 @@ class TurnDriver:
         call = turn.queued_calls.popleft()
         if self.policy.attended:
             self._host.show(ActNarration(
-                text=f"{call.name} {clip(call.raw_args)}".strip(), step=turn.loop.iteration,
-                tool=call.name, exchange_id=turn.id,
+                text=self._sentence(call), step=turn.loop.iteration, tool=call.name,
+                exchange_id=turn.id, args=clip(call.raw_args, ARGS_SHOWN_CHARS),
             ))
         if call.args is None:
             turn.loop.record(call, f"error: {call.args_error}", is_error=True, duration_ms=0.0)
@@ -311,22 +314,24 @@ class TurnDriver:
         )
         log.info("approval_requested", tool=call.name, approval_id=approval_id)
         self._host.show(Escalation(
-            content=f"Chalie wants to run {call.name} {clip(call.raw_args)}. Allow it?",
+            content=f"Chalie wants to go on with this: {self._sentence(call).rstrip('…')}. "
+                    "Allow it?",
             approval_id=approval_id, tool=call.name, args=call.raw_args,
             expires_in_s=timeout, exchange_id=turn.id,
         ))
 
-    def answer_approval(self, approval_id: str, approve: bool) -> str | None:
+    def answer_approval(self, approval_id: str, approve: bool, *,
+                        by: Literal["page", "program"] = "page") -> str | None:
         """The person's answer to an escalation; what to tell them when nothing waits for it."""
         pending = self.turn.approval if self.turn is not None else None
         if pending is None or pending.id != approval_id:
             return (f"no approval {approval_id!r} is waiting (it may have expired or been "
                     "answered)")
-        self.resolve_approval(approval_id, approve)
+        self.resolve_approval(approval_id, approve, by=by)
         return None
 
-    def resolve_approval(self, approval_id: str, approved: bool | None,
-                         reason: str = "") -> None:
+    def resolve_approval(self, approval_id: str, approved: bool | None, reason: str = "", *,
+                         by: Literal["page", "program"] | None = None) -> None:
         """approved: True runs the call; False (denied) or None (expired) tells the model no;
         `reason` names another reason_* fragment for the model."""
         turn = self._require()
@@ -339,8 +344,10 @@ class TurnDriver:
         turn.running_call = None
         turn.deadline += d.clock.monotonic() - pending.asked_at
         turn.timer = self._deadline_timer(turn.id, turn.deadline)
-        verdict = "approved" if approved else ("denied" if approved is False else "expired")
+        verdict: DecisionOutcome = "approved" if approved else (
+            "denied" if approved is False else "expired")
         log.info("approval_resolved", tool=pending.call.name, verdict=verdict)
+        self._decided(pending.id, pending.call.name, "withdrawn" if reason else verdict, by)
         if approved:
             self.run_tool(pending.call, approval="approved")
             return
@@ -361,6 +368,18 @@ class TurnDriver:
         if turn.image_ids and self.policy.attended:
             self._host.show(*(ImageReady(image_id=i, status=status) for i in turn.image_ids))
         turn.image_ids = ()
+
+    def _sentence(self, call: ToolCall) -> str:
+        narrate = self._d.narrate
+        if narrate is None:
+            return f"{call.name} {clip(call.raw_args)}".strip()
+        return narrate(call.name, call.args)
+
+    def _decided(self, approval_id: str, tool: str, outcome: DecisionOutcome,
+                 by: Literal["page", "program"] | None) -> None:
+        """How an escalation ended, in the log: every client shows it (frames.Decision)."""
+        self._host.show(Decision(approval_id=approval_id, outcome=outcome, by=by, tool=tool,
+                                 exchange_id=self._require().id))
 
     def _require(self) -> Turn:
         assert self.turn is not None, "no turn is running"

@@ -45,6 +45,8 @@ class DriverDeps:
     governor: Governor | None = None
     live: Callable[[MessageDelta], None] | None = None  # message_delta frames to the person
     critic: Critic | None = None  # checks consequential calls of attended turns; None: off
+    # A tool call as a sentence for the person (Prompts.narrate); None: its name and arguments.
+    narrate: Callable[[str, object], str] | None = None
 
 
 @dataclass(frozen=True)

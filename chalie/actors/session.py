@@ -97,7 +97,7 @@ class Session(SupervisedActor):
             request_timeout_s=deps.llm.request_timeout_s,
             approval_timeout_s=deps.act.approval_timeout_s, recall=deps.recall,
             live=session_turn.live_sender(deps.directory, channel),
-            critic=Critic.of(deps.cognition, deps.prompts),
+            critic=Critic.of(deps.cognition, deps.prompts), narrate=deps.prompts.narrate,
         ))
         self._backstop = Backstop(channel=channel, deps=deps, work=work, reply=self.tell_self)
         self._cognition = ChannelCognition(channel, deps)
@@ -153,7 +153,7 @@ class Session(SupervisedActor):
             case Steer(text=text, received_at=received_at):
                 self._on_steer(text, received_at)
             case ActionRequest(skill=skill) if skill in approval.SKILLS:
-                self._on_approval_answer(skill, message.params)
+                self._on_approval_answer(skill, message.params, message.via)
             case ActionRequest():
                 self._enqueue(message)
             case FrameRejected(reason=reason):
@@ -199,10 +199,10 @@ class Session(SupervisedActor):
             return
         self._driver.steer(text)
 
-    def _on_approval_answer(self, skill: str, params: dict[str, Any]) -> None:
+    def _on_approval_answer(self, skill: str, params: dict[str, Any], via: str) -> None:
         decision = approval.read_decision(skill, params)
         error = decision if isinstance(decision, str) else self._driver.answer_approval(
-            decision.approval_id, decision.approve)
+            decision.approval_id, decision.approve, by="page" if via == "page" else "program")
         if error is not None:
             self._emit(Error(message=error, recoverable=False))
 

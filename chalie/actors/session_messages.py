@@ -58,6 +58,7 @@ class ActionRequest(_Msg, frozen=True):
     params: dict[str, Any]
     received_at: float
     client_id: str | None = None
+    via: str = "program"  # "page": from the person's /ws (an approval's `by`)
 
 
 class BackstopChecked(_Msg, frozen=True):

@@ -157,7 +157,7 @@ class ChatSocket(tornado.websocket.WebSocketHandler):
                     return
                 self._deliver(ActionRequest(
                     skill=payload.skill, params=payload.params, received_at=received,
-                    client_id=client_id,
+                    client_id=client_id, via="page",
                 ))
             case ResumeFrame(last_seq=last_seq):
                 self._resume(last_seq)

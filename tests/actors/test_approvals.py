@@ -33,7 +33,9 @@ def test_confirm_tool_waits_for_approval_and_runs_once_approved(start_tree: Any)
     asked = escalation(tree)
     exchange = asked["exchange_id"]
     assert asked == {
-        "type": "escalation", "seq": 4, "content": f"Chalie wants to run memory {ARGS}. Allow it?",
+        "type": "escalation", "seq": 4,
+        "content": "Chalie wants to go on with this: Noting that Favourite colour is “green”. "
+                   "Allow it?",
         "approval_id": asked["approval_id"], "tool": "memory", "args": ARGS,
         "expires_in_s": 120.0, "exchange_id": exchange, "topic": None,
     }
@@ -44,8 +46,11 @@ def test_confirm_tool_waits_for_approval_and_runs_once_approved(start_tree: Any)
                                            ("escalation", 4)]
     tree.answer_approval(asked["approval_id"], True)
     frames = tree.outbox.wait_for_type("done")
-    assert shape(frames[4:]) == [("message", 5), ("done", 6)]
-    assert frames[4]["metrics"]["tools"] == {"memory": 1}
+    assert shape(frames[4:]) == [("decision", 5), ("message", 6), ("done", 7)]
+    assert frames[4] == {"type": "decision", "seq": 5, "approval_id": asked["approval_id"],
+                         "outcome": "approved", "by": "program", "tool": "memory",
+                         "exchange_id": exchange}
+    assert frames[5]["metrics"]["tools"] == {"memory": 1}
     assert "-> remembered favorite color: green" in prompt(provider.requests[1])
     assert tree.rows("SELECT name, result, is_error, approval, ran FROM tool_calls") == [
         ("memory", "remembered favorite color: green", 0, "approved", 1)
@@ -62,8 +67,9 @@ def test_denied_call_is_not_run_and_the_model_is_told(start_tree: Any) -> None:
     tree.answer_approval(escalation(tree)["approval_id"], False)
     frames = tree.outbox.wait_for_type("done")
     assert shape(frames) == [("status", 1), ("status", 2), ("act_narration", 3), ("escalation", 4),
-                             ("message", 5), ("done", 6)]
-    assert frames[4]["metrics"]["tools"] == {}
+                             ("decision", 5), ("message", 6), ("done", 7)]
+    assert (frames[4]["outcome"], frames[4]["by"]) == ("denied", "program")
+    assert frames[5]["metrics"]["tools"] == {}
     assert prompt(provider.requests[1]).endswith(
         f"[1] memory {ARGS}\n-> not run: the person denied it"
     )
@@ -83,8 +89,9 @@ def test_unanswered_approval_expires_and_the_model_is_told(start_tree: Any) -> N
     assert len(provider.requests) == 1
     tree.clock.advance(1.5)
     frames = tree.outbox.wait_for_type("done")
-    assert shape(frames[4:]) == [("message", 5), ("done", 6)]
-    assert frames[4]["metrics"]["response_time_s"] == 30.5
+    assert shape(frames[4:]) == [("decision", 5), ("message", 6), ("done", 7)]
+    assert (frames[4]["outcome"], frames[4]["by"]) == ("expired", None)
+    assert frames[5]["metrics"]["response_time_s"] == 30.5
     assert prompt(provider.requests[1]).endswith(
         f"[1] memory {ARGS}\n-> not run: no approval within 30s"
     )
@@ -102,9 +109,9 @@ def test_time_waiting_for_approval_is_not_charged_to_the_turn(start_tree: Any) -
     tree.clock.advance(50.0)
     tree.answer_approval(asked["approval_id"], True)
     frames = tree.outbox.wait_for_type("done")
-    assert shape(frames[4:]) == [("message", 5), ("done", 6)]
-    assert frames[4]["blocks"] == [{"type": "text", "text": "Done."}]
-    assert frames[4]["metrics"]["response_time_s"] == 50.0
+    assert shape(frames[4:]) == [("decision", 5), ("message", 6), ("done", 7)]
+    assert frames[5]["blocks"] == [{"type": "text", "text": "Done."}]
+    assert frames[5]["metrics"]["response_time_s"] == 50.0
     assert tree.rows("SELECT outcome, response_text FROM turns") == [("answered", "Done.")]
     assert tree.rows("SELECT approval FROM tool_calls") == [("approved",)]
     assert "-> remembered favorite color: green" in prompt(provider.requests[1])
@@ -122,13 +129,13 @@ def test_two_calls_needing_approval_are_asked_about_one_at_a_time(start_tree: An
     frames = tree.outbox.wait_for_type("escalation", 2)
     second = frames[-1]
     assert shape(frames) == [("status", 1), ("status", 2), ("act_narration", 3), ("escalation", 4),
-                             ("act_narration", 5), ("escalation", 6)]
+                             ("decision", 5), ("act_narration", 6), ("escalation", 7)]
     assert second["args"] == '{"action":"remember","key":"Name","value":"Ada"}'
     assert second["approval_id"] != first["approval_id"]
     tree.answer_approval(first["approval_id"], False)  # already answered: refused
     tree.answer_approval(second["approval_id"], False)
     frames = tree.outbox.wait_for_type("done")
-    assert shape(frames[6:]) == [("error", 7), ("message", 8), ("done", 9)]
+    assert shape(frames[7:]) == [("error", 8), ("decision", 9), ("message", 10), ("done", 11)]
     assert tree.rows("SELECT args, approval, ran FROM tool_calls ORDER BY position") == [
         (ARGS, "approved", 1),
         ('{"action":"remember","key":"Name","value":"Ada"}', "denied", 0),
@@ -154,7 +161,7 @@ def test_wrong_approval_answer_gets_an_error_and_the_turn_keeps_waiting(start_tr
     ]
     tree.answer_approval(asked["approval_id"], True)
     frames = tree.outbox.wait_for_type("done")
-    assert shape(frames[6:]) == [("message", 7), ("done", 8)]
+    assert shape(frames[6:]) == [("decision", 7), ("message", 8), ("done", 9)]
     assert tree.rows("SELECT approval, ran FROM tool_calls") == [("approved", 1)]
     assert tree.rows("SELECT key FROM knowledge") == [("favorite color",)]
 
@@ -181,7 +188,8 @@ def test_steering_while_an_approval_waits_declines_the_call(start_tree: Any) -> 
     escalation(tree)
     tree.steer("no, blue")
     frames = tree.outbox.wait_for_type("done")
-    assert shape(frames[4:]) == [("message", 5), ("done", 6)]
+    assert shape(frames[4:]) == [("decision", 5), ("message", 6), ("done", 7)]
+    assert (frames[4]["outcome"], frames[4]["by"]) == ("withdrawn", None)
     assert prompt(provider.requests[1]).endswith(
         "over the message above:\nno, blue\n\n"
         f"[2] memory {ARGS}\n-> not run: the person redirected instead"

@@ -84,7 +84,8 @@ def test_remember_request_narrates_the_tool_and_stores_the_fact(start_tree: Any)
                              ("done", 5)]
     assert frames[2] == {
         "type": "act_narration", "seq": 3, "step": 1, "tool": "memory", "exchange_id": exchange,
-        "text": 'memory {"action":"remember","key":"Favourite colour","value":"green"}',
+        "text": "Noting that Favourite colour is “green”…",
+        "args": '{"action":"remember","key":"Favourite colour","value":"green"}',
     }
     assert frames[3]["metrics"] == {"tokens_total": 58, "tools": {"memory": 1},
                                     "response_time_s": 0.0, "prompt_tokens": 50,

@@ -74,7 +74,8 @@ def test_steering_while_a_tool_runs_drops_the_calls_queued_behind_it(start_tree:
     exchange = frames[0]["exchange_id"]
     assert shape(frames) == [("status", 1), ("status", 2), ("act_narration", 3), ("message", 4),
                              ("done", 5)]
-    assert frames[2]["text"] == f"memory {NAME_ARGS}"
+    assert frames[2]["text"] == "Noting that Name is “Ada”…"
+    assert frames[2]["args"] == NAME_ARGS
     assert frames[3]["metrics"]["tools"] == {"memory": 1}
     assert prompt(provider.requests[1]).endswith(
         f"[1] {STEERING}don't save my colour\n\n"
