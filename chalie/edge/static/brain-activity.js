@@ -31,7 +31,7 @@ function buildSignal(signal) {
       el('span', { className: 'salience-value', text: formatDecimal(salience) }),
       el('meter', { min: 0, max: 1, value: salience, 'aria-label': 'Salience' })),
     el('p', { className: 'meta' },
-      signalFrom(signal, names), ' ',
+      signalFrom(signal), ' ',
       el('span', { className: 'muted', text: `received ${ageInWords(signal.age_s)}` })));
 }
 
