@@ -28,7 +28,8 @@ def test_world_state_and_turns_name_the_program_and_only_model_turns_offer_promp
     a social "thanks" (answered without the model) has no "What went in", a modelled turn has."""
     iface = StubInterface()
     try:
-        interface_id, token = pair(server.url, server.login(), iface, name="Weather station")
+        interface_id, token = pair(server.url, server.login(), iface, name="Weather station",
+                                   signals=["weather"])
         with bearer_client(server.url, token) as http:
             r = http.post("/api/signals", json={"signal_type": "weather",
                                                 "content": "Rain in Lyon tonight",
@@ -50,7 +51,8 @@ def test_world_state_and_turns_name_the_program_and_only_model_turns_offer_promp
         assert "from: Weather station" in meta, meta
         assert interface_id not in (signal.get_attribute("textContent") or "")
 
-        storm = into_view(browser, wait_text(browser, "#turns li.turn", "A storm is coming"))
+        # the program's message, as the turn read it
+        storm = into_view(browser, wait_text(browser, "#turns li.turn", "Weather station"))
         text = storm.get_attribute("textContent") or ""
         assert "from: Weather station" in text, text
         assert f"interface.{interface_id}" not in text
