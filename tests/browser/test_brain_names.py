@@ -65,11 +65,11 @@ def test_world_state_and_turns_name_the_program_and_only_model_turns_offer_promp
 
 
 def accepted(driver: WebDriver) -> str:
-    item = driver.find_element(By.CSS_SELECTOR, "#subscriptions li.subscription")
-    for field in item.find_elements(By.CSS_SELECTOR, ".meta .field"):
-        if (field.get_attribute("textContent") or "").startswith("accepted:"):
-            return str(field.find_element(By.CSS_SELECTOR, ".field-value").text)
-    return ""
+    """The shown accepted count (read in one go: the list is rebuilt when it changes)."""
+    return str(driver.execute_script(
+        "const f = [...document.querySelectorAll('#subscriptions li.subscription .meta .field')]"
+        ".find((f) => f.textContent.startsWith('accepted:'));"
+        "return f ? f.querySelector('.field-value').textContent : '';"))
 
 
 def test_a_subscriptions_accepted_count_moves_without_refresh(

@@ -7,7 +7,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-
 from selenium.webdriver.remote.webdriver import WebDriver
 
 from tests.browser.conftest import (
@@ -28,12 +27,11 @@ Shot = Callable[[WebDriver, str], Path]
 
 
 @pytest.fixture
-def dark(browser: WebDriver) -> Iterator[Callable[[WebDriver], None]]:
-    """dark(driver): the system's dark setting, for this test only (the browser is shared)."""
-    def go_dark(driver: WebDriver) -> None:
-        driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {
-            "features": [{"name": "prefers-color-scheme", "value": "dark"}]})
-    yield go_dark
+def dark(browser: WebDriver) -> Iterator[None]:
+    """The system's dark setting, for this test only (the browser is shared)."""
+    browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {
+        "features": [{"name": "prefers-color-scheme", "value": "dark"}]})
+    yield
     browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
 
 
@@ -50,12 +48,12 @@ def one_row(driver: WebDriver) -> bool:
     return max(middles) - min(middles) <= 4
 
 
+@pytest.mark.usefixtures("dark")
 def test_the_top_bar_is_one_row_on_a_phone_in_every_connection_state(
-    browser: WebDriver, server: ServerProcess, shot: Shot, dark: Callable[[WebDriver], None]
+    browser: WebDriver, server: ServerProcess, shot: Shot
 ) -> None:
     login(browser, server)
     phone(browser)
-    dark(browser)
     connected(browser)
     connected_height = header_height(browser)
     assert one_row(browser)
@@ -79,16 +77,15 @@ def test_the_top_bar_is_one_row_on_a_phone_in_every_connection_state(
     assert header_height(browser) == connected_height
 
 
+@pytest.mark.usefixtures("dark")
 def test_the_message_box_keeps_its_width_while_a_turn_runs_on_a_phone(
-    browser: WebDriver, server: ServerProcess, llm: StubLlm, hold: Holds, shot: Shot,
-    dark: Callable[[WebDriver], None],
+    browser: WebDriver, server: ServerProcess, llm: StubLlm, hold: Holds, shot: Shot
 ) -> None:
     go_on = hold()
     answer = Reply(completion("A slow answer, written bit by bit."), pause=go_on, pause_after=2)
     llm.queue(answer)
     login(browser, server)
     phone(browser)
-    dark(browser)
     connected(browser)
     say(browser, "Take your time")
     until(browser, lambda _: answer.paused.is_set(), "the stub to pause the answer")
