@@ -9,7 +9,8 @@ Each answer carries a Content-Security-Policy that allows nothing but this serve
 script or style, no other origin for anything. A card (an interface tool's result, rendered by
 Chalie) is its own document at `/cards/<channel>/<seq>`, shown by the chat page in a sandboxed
 iframe: its stylesheet is inline, which the pages' policy forbids, so it gets a stricter policy
-of its own (no script at all, nothing fetched but this server's images).
+of its own (no script at all, nothing fetched but this server's images; sandboxed, yet
+same-origin so that the chat page can size the frame to the card).
 """
 
 from __future__ import annotations
@@ -37,10 +38,12 @@ PAGE_CSP = (
     "connect-src 'self'; frame-src 'self'; form-action 'self'; base-uri 'none'; "
     "frame-ancestors 'none'"
 )
+# The sandbox keeps the card same-origin (and scriptless) so that the chat page can measure its
+# document and size the frame to it; no script runs in it, by the sandbox and by script-src.
 CARD_CSP = (
-    "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; base-uri 'none'; "
-    "form-action 'none'; frame-ancestors 'self'; sandbox allow-popups "
-    "allow-popups-to-escape-sandbox"
+    "default-src 'none'; script-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; "
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'self'; sandbox allow-same-origin "
+    "allow-popups allow-popups-to-escape-sandbox"
 )
 
 

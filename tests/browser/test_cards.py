@@ -20,7 +20,9 @@ def test_a_card_renders_escaped_in_a_sandboxed_frame(
     browser: WebDriver, serve: Servers, llm: StubLlm, shot: Shot
 ) -> None:
     """The interface's blocks become a card: its frame loads from this server with the login
-    cookie, runs no script, and shows the interface's text, markup and all, as text."""
+    cookie, runs no script, and shows the interface's text, markup and all, as text. Its title
+    is said once (the card's own heading; no caption over the frame), and the frame is as tall
+    as the card, with no blank below it and no resize grip."""
     server = serve()
     iface = StubInterface()
     try:
@@ -36,8 +38,18 @@ def test_a_card_renders_escaped_in_a_sandboxed_frame(
         finished(browser)
         frame = visible(browser, "article.exchange iframe.card")
         sandbox = frame.get_attribute("sandbox") or ""
-        assert "allow-scripts" not in sandbox
-        assert "allow-same-origin" not in sandbox
+        assert "allow-scripts" not in sandbox  # same-origin, so the page can measure it
+        figure = frame.find_element(By.XPATH, "./ancestor::figure")
+        assert figure.find_elements(By.CSS_SELECTOR, ".card-title") == []
+        assert "Forecast" not in (figure.get_attribute("textContent") or "")
+        until(browser, lambda _: frame.get_attribute("data-fitted") == "true", "the frame's fit")
+        content, inner, resize = browser.execute_script(
+            "const f = arguments[0];"
+            "return [f.contentDocument.documentElement.getBoundingClientRect().height,"
+            " f.clientHeight, getComputedStyle(f).resize];", frame)
+        assert abs(inner - content) <= 2, (inner, content)
+        assert 40 < inner < 200, inner  # two short lines, not the old fixed 256 px
+        assert resize == "none"
         browser.execute_script("arguments[0].scrollIntoView()", frame)
         shot(browser, "card")
         browser.switch_to.frame(frame)

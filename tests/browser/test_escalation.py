@@ -39,7 +39,7 @@ def test_an_escalation_is_decided_from_the_page(
     connected(browser)
     say(browser, "I live in Lyon")
     escalation = visible(browser, "article.exchange .escalation")
-    assert "memory" in escalation.text
+    assert "Noting that city is “Lyon”" in escalation.text, escalation.text
     approve_button = escalation.find_element(By.CSS_SELECTOR, "button.approve")
     deny_button = escalation.find_element(By.CSS_SELECTOR, "button.deny")
     assert approve_button.is_displayed()

@@ -99,3 +99,26 @@ def test_log_out_button_ends_the_session_and_opens_the_login_page(
     assert refused.status_code == 401
     browser.get(server.url + "/brain")
     until(browser, lambda d: path_of(d) == "/login", "the login page instead of the brain")
+
+
+def test_after_login_the_message_box_has_the_focus_and_a_username_is_offered(
+    browser: WebDriver, server: ServerProcess
+) -> None:
+    """The login form has a username for password managers ("chalie", autocomplete username),
+    present but not shown; once logged in, the person can type at once."""
+    browser.get(server.url + "/login")
+    user = browser.find_element(By.CSS_SELECTOR, "#login-form input[autocomplete=username]")
+    assert user.get_attribute("value") == "chalie"
+    assert user.get_attribute("type") == "text"
+    size = user.size
+    assert size["width"] <= 1, size  # visually hidden
+    assert size["height"] <= 1, size
+    assert user.get_attribute("tabindex") == "-1"
+    field = visible(browser, "#password")
+    field.send_keys(server.password, Keys.ENTER)
+    until(browser, lambda d: path_of(d) == "/", "the chat")
+    connected(browser)
+    until(browser, lambda d: d.switch_to.active_element.get_attribute("id") == "input",
+          "the message box to have the focus")
+    browser.refresh()  # a plain reload does not take the focus again
+    connected(browser)

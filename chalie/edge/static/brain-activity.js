@@ -1,14 +1,23 @@
-// The brain dashboard's live activity: world-state signals with their salience, and recent
-// turns with "What went in": every LLM request of a turn as it was sent (prompt snapshots).
+// The brain dashboard's live activity: world-state signals with their salience and who sent
+// them (by name), and recent turns with where they came from and "What went in": every LLM
+// request of a turn as it was sent (prompt snapshots), for a turn that made any.
 
 import { callApi, withQuery } from './brain-api.js';
 import {
   el, field, renderList, ageInWords, formatEpoch, formatDecimal, formatNumber, shorten,
 } from './brain-ui.js';
+import { channelWords, interfaceNames, senderName } from './brain-names.js';
 
 const TURNS_SHOWN = 20;
 
 // --- #signals ---------------------------------------------------------------------------------
+
+function signalFrom(signal) {
+  const from = signal.from_name;
+  const source = signal.source && signal.source !== from && signal.source !== signal.sender
+    ? [' ', field('source', signal.source)] : null;
+  return [field('from', from), source];
+}
 
 function buildSignal(signal) {
   const salience = Math.min(1, Math.max(0, Number(signal.salience) || 0));
@@ -22,7 +31,7 @@ function buildSignal(signal) {
       el('span', { className: 'salience-value', text: formatDecimal(salience) }),
       el('meter', { min: 0, max: 1, value: salience, 'aria-label': 'Salience' })),
     el('p', { className: 'meta' },
-      field('from', signal.source || signal.sender), ' ',
+      signalFrom(signal), ' ',
       el('span', { className: 'muted', text: `received ${ageInWords(signal.age_s)}` })));
 }
 
@@ -30,8 +39,9 @@ export const signalsSection = {
   id: 'signals',
   poll: true,
   async load() {
-    const { items } = await callApi('/api/signals');
-    renderList(document.getElementById('signals-list'), items, buildSignal,
+    const [{ items }, names] = await Promise.all([callApi('/api/signals'), interfaceNames()]);
+    const shown = items.map((signal) => ({ ...signal, from_name: senderName(signal.sender, names) }));
+    renderList(document.getElementById('signals-list'), shown, buildSignal,
       'No signals right now.');
   },
 };
@@ -42,25 +52,32 @@ function turnWhen(turn) {
   return formatEpoch(turn.finished_at ?? turn.started_at);
 }
 
+// "What went in" shows the turn's LLM requests: a turn that made none has nothing to show.
+function promptsButton(turn, said, ctx) {
+  if (!(Number(turn.llm_calls) > 0)) return null;
+  return el('div', { className: 'actions' },
+    el('button', {
+      type: 'button', className: 'prompts', text: 'What went in',
+      'aria-label': `What went into the turn of ${turnWhen(turn)}: ${shorten(said, 40)}`,
+      on: { click: (event) => showPrompts(turn, event.currentTarget, ctx) },
+    }));
+}
+
 function buildTurn(turn, ctx) {
   const said = turn.user_text ? shorten(turn.user_text, 80) : `(${turn.source || 'no text'})`;
+  const [label, where] = turn.channel_words;
   return el('li', { className: 'turn item', dataset: { id: turn.id } },
     el('div', { className: 'item-head' },
       el('span', { className: 'turn-when muted', text: turnWhen(turn) }), ' ',
       el('span', { className: `badge outcome-${turn.outcome}`, text: turn.outcome || '—' })),
     el('p', { className: 'turn-text wrap', text: said }),
     el('p', { className: 'meta' },
-      field('channel', turn.channel), ' ',
+      field(label, where), ' ',
       field('tokens', formatNumber(turn.tokens_total)), ' ',
       field('LLM calls', formatNumber(turn.llm_calls)),
       typeof turn.response_time_s === 'number'
         ? [' ', field('time', `${turn.response_time_s.toFixed(1)} s`)] : null),
-    el('div', { className: 'actions' },
-      el('button', {
-        type: 'button', className: 'prompts', text: 'What went in',
-        'aria-label': `What went into the turn of ${turnWhen(turn)}: ${shorten(said, 40)}`,
-        on: { click: (event) => showPrompts(turn, event.currentTarget, ctx) },
-      })));
+    promptsButton(turn, said, ctx));
 }
 
 function contentText(content) {
@@ -136,8 +153,10 @@ export const turnsSection = {
     });
   },
   async load(ctx) {
-    const { items } = await callApi(withQuery('/api/turns', { limit: TURNS_SHOWN }));
-    renderList(document.getElementById('turns-list'), items,
+    const [{ items }, names] = await Promise.all([
+      callApi(withQuery('/api/turns', { limit: TURNS_SHOWN })), interfaceNames()]);
+    const shown = items.map((turn) => ({ ...turn, channel_words: channelWords(turn.channel, names) }));
+    renderList(document.getElementById('turns-list'), shown,
       (turn) => buildTurn(turn, ctx), 'No turns yet.');
   },
 };

@@ -209,6 +209,7 @@ async function addSubscription(form, ctx) {
 
 export const subscriptionsSection = {
   id: 'subscriptions',
+  poll: true, // its accepted / rejected counts move on their own
   setup(ctx) {
     const form = document.getElementById('subscription-form');
     form.addEventListener('submit', (event) => {

@@ -1,6 +1,7 @@
 // The brain dashboard (/brain): wires every section to its loader, its Refresh button and
-// its error line, loads them all on open, and re-loads the live ones (goals, signals,
-// interfaces, MCP servers, API tokens) every 15 seconds while the tab is visible. /health
+// its error line, loads them all on open, and re-loads the live ones (those marked `poll`:
+// goals, signals, interfaces, subscriptions, MCP servers, API tokens...) every 15 seconds
+// while the tab is visible. /health
 // (the banner of what is wrong, and the notices of background jobs that wait after failing)
 // has its own poll (health-watch.js).
 

@@ -1,61 +1,83 @@
 // An escalation in the chat: a tool call waiting for the person's approval. Shows what Chalie
-// asks, the tool and its arguments, a countdown to expiry, and Approve / Deny buttons that send
-// the `approval` action. Decisions are remembered for the browser tab (sessionStorage), so a
-// reload shows "Approved" rather than live buttons for a question already answered.
+// asks (a sentence), the tool and its arguments once under a collapsed Details, a countdown to
+// expiry, and Approve / Deny buttons that send the `approval` action. The outcome comes from
+// the server's `decision` frame (logged, so every client shows it, after any reload or resume):
+// approved, denied, expired or withdrawn, by the page or by a program.
 
-const DECISIONS_KEY = "chalie.decisions";
-
-function el(tag, className, text) {
+export function el(tag, className, text) {
   const node = document.createElement(tag);
   if (className) node.className = className;
-  if (text !== undefined) node.textContent = String(text);
+  if (text !== undefined && text !== null) node.textContent = String(text);
   return node;
 }
 
-function loadDecisions() {
-  try { return JSON.parse(sessionStorage.getItem(DECISIONS_KEY) || "{}") || {}; } catch { return {}; }
-}
-
-function rememberDecision(approvalId, approve) {
-  const decisions = loadDecisions();
-  decisions[approvalId] = approve;
-  try { sessionStorage.setItem(DECISIONS_KEY, JSON.stringify(decisions)); } catch { /* ignore */ }
-}
-
-function prettyArgs(args) {
+/** A call's arguments (JSON text or a value) as indented JSON, or "" when there are none. */
+export function prettyArgs(args) {
+  if (args === undefined || args === null || args === "") return "";
   if (typeof args !== "string") return JSON.stringify(args, null, 2);
   try { return JSON.stringify(JSON.parse(args), null, 2); } catch { return args; }
 }
+
+/** A collapsed "Details" with the tool's name and its arguments. */
+export function callDetails(className, tool, args) {
+  const pretty = prettyArgs(args);
+  if (!tool && !pretty) return null;
+  const details = el("details", className);
+  details.append(el("summary", "", "Details"));
+  if (tool) {
+    const line = el("p", "call-tool");
+    line.append("Tool: ", el("code", "", tool));
+    details.append(line);
+  }
+  if (pretty && pretty !== "{}") details.append(el("pre", "call-args", pretty));
+  return details;
+}
+
+const OUTCOME_WORDS = {
+  approved: "Approved",
+  denied: "Denied",
+  expired: "Expired: no answer came in time",
+  withdrawn: "Withdrawn: you steered Chalie elsewhere",
+};
 
 function formatRemaining(seconds) {
   const s = Math.max(0, Math.ceil(seconds));
   return `${Math.floor(s / 60)}:${String(s % 60).padStart(2, "0")}`;
 }
 
-function stopCountdown(escalation) {
+function closeButtons(escalation) {
   clearInterval(escalation.timer);
   escalation.timer = 0;
+  escalation.approve.disabled = true;
+  escalation.deny.disabled = true;
+  escalation.expires.hidden = true;
+}
+
+/** The words for a `decision` frame's outcome ("Approved by a program", ...). */
+export function outcomeWords(outcome, by) {
+  const words = OUTCOME_WORDS[outcome] || "Answered";
+  return by === "program" ? `${words.split(":")[0]} by a program` : words;
+}
+
+/** Show the server's decision: final, whatever the page showed before. */
+export function decideEscalation(escalation, frame) {
+  escalation.settled = true;
+  escalation.decided = true;
+  closeButtons(escalation);
+  escalation.decision.textContent = outcomeWords(frame.outcome, frame.by);
+  escalation.node.dataset.decision = String(frame.outcome || "");
+  if (frame.by) escalation.node.dataset.by = String(frame.by);
 }
 
 /**
- * Finish an escalation: `approve` true/false shows the person's decision; null means the
- * question is over without one from this page (its turn ended, or it expired).
+ * The question is over without a decision frame seen (its turn ended): no more buttons. A
+ * decision frame that comes later still shows its outcome.
  */
-export function settleEscalation(escalation, approve, why = "No longer waiting for an answer.") {
+export function settleEscalation(escalation, why = "No longer waiting for an answer.") {
   if (escalation.settled) return;
   escalation.settled = true;
-  stopCountdown(escalation);
-  escalation.approve.disabled = true;
-  escalation.deny.disabled = true;
-  const remembered = loadDecisions()[escalation.approvalId];
-  const decision = approve ?? remembered;
-  if (decision === true || decision === false) {
-    escalation.decision.textContent = decision ? "Approved" : "Denied";
-    escalation.node.dataset.decision = decision ? "approved" : "denied";
-  } else {
-    escalation.decision.textContent = why;
-  }
-  escalation.expires.hidden = true;
+  closeButtons(escalation);
+  escalation.decision.textContent = why;
 }
 
 function decide(escalation, approve, sendAction) {
@@ -68,8 +90,9 @@ function decide(escalation, approve, sendAction) {
     escalation.decision.textContent = "Not connected: try again in a moment.";
     return;
   }
-  rememberDecision(escalation.approvalId, approve);
-  settleEscalation(escalation, approve);
+  escalation.settled = true;
+  closeButtons(escalation);
+  escalation.decision.textContent = approve ? "Approving…" : "Denying…"; // the decision frame follows
 }
 
 // An escalation with expires_in_s 0 waits for nothing: the critic found that a consequential
@@ -86,9 +109,7 @@ export function createEscalation(frame, sendAction) {
   const heading = el("p", "escalation-title",
     notice ? "Chalie asks you to check this" : "Chalie asks before going on");
   const content = el("p", "escalation-content", frame.content);
-  const tool = el("p", "escalation-tool");
-  tool.append("Tool: ", el("code", "", frame.tool));
-  const args = el("pre", "escalation-args", prettyArgs(frame.args));
+  const details = callDetails("escalation-details", frame.tool, frame.args);
   const expires = el("p", "expires muted");
   const actions = el("div", "escalation-actions");
   const approve = el("button", "approve btn-primary", "Approve");
@@ -98,10 +119,13 @@ export function createEscalation(frame, sendAction) {
   const decision = el("p", "decision");
   decision.setAttribute("aria-live", "polite");
   actions.append(approve, deny);
-  node.append(heading, content, tool, args, expires, actions, decision);
+  node.append(heading, content);
+  if (details) node.append(details);
+  node.append(expires, actions, decision);
 
   const escalation = {
-    node, approve, deny, decision, expires, approvalId: frame.approval_id, settled: false, timer: 0,
+    node, approve, deny, decision, expires, approvalId: frame.approval_id,
+    settled: false, decided: false, timer: 0, notice,
   };
   if (notice) {
     actions.hidden = true;
@@ -109,15 +133,10 @@ export function createEscalation(frame, sendAction) {
     escalation.settled = true;
     return escalation;
   }
-  const remembered = loadDecisions()[frame.approval_id];
-  if (remembered === true || remembered === false) {
-    settleEscalation(escalation, remembered);
-    return escalation;
-  }
   const deadline = Date.now() + (Number(frame.expires_in_s) || 0) * 1000;
   const tick = () => {
     const left = (deadline - Date.now()) / 1000;
-    if (left <= 0) { settleEscalation(escalation, null, "Expired: the question timed out."); return; }
+    if (left <= 0) { settleEscalation(escalation, "Expired: the question timed out."); return; }
     expires.textContent = `Expires in ${formatRemaining(left)}`;
   };
   tick();

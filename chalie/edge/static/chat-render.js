@@ -4,7 +4,10 @@
 // running. Every value from the server goes in through textContent or renderMarkdown.
 
 import { renderMarkdown } from "./markdown.js";
-import { createEscalation, settleEscalation } from "./chat-escalation.js";
+import {
+  callDetails, createEscalation, decideEscalation, isNotice, settleEscalation,
+} from "./chat-escalation.js";
+import { createCard } from "./chat-card.js";
 
 const STAGE_WORDS = {
   processing: "Working…",
@@ -12,6 +15,7 @@ const STAGE_WORDS = {
   thinking: "Thinking…",
   responding: "Writing the answer…",
 };
+const WAITING_WORDS = "Waiting for your approval…";
 
 const SOURCE_WORDS = {
   dmn: "A thought of Chalie's",
@@ -69,7 +73,7 @@ export function createRenderer({ log, announce, sendAction, onRunningChange }) {
       article, user: article.querySelector(":scope > .msg.user"),
       narrations: el("ol", "narrations"), stage: el("p", "stage"), timeline: el("div", "timeline"),
       answer: null, error: null, metrics: null, final: false, done: false, text: "", deltas: 0,
-      escalations: [],
+      escalations: [], lastStage: "processing", waiting: new Set(), // approval ids not yet decided
     };
     ex.narrations.setAttribute("aria-label", "What Chalie did");
     ex.stage.hidden = true;
@@ -155,13 +159,18 @@ export function createRenderer({ log, announce, sendAction, onRunningChange }) {
     ex.deltas += 1;
     answer.dataset.deltas = String(ex.deltas);
     answer.innerHTML = renderMarkdown(ex.text);
-    ex.stage.hidden = Boolean(ex.text.trim()); // a growing answer says what is happening
+    // a growing answer says what is happening, unless the turn waits for the person
+    ex.stage.hidden = Boolean(ex.text.trim()) && !ex.waiting.size;
   }
 
+  /** The status line: what the turn does now (waiting for an approval comes first). */
   function showStage(ex, stage) {
     if (ex.done) return;
-    ex.stage.textContent = STAGE_WORDS[stage] || "Working…";
-    ex.stage.hidden = false;
+    if (stage) ex.lastStage = stage;
+    const waiting = ex.waiting.size > 0;
+    ex.stage.textContent = waiting ? WAITING_WORDS : (STAGE_WORDS[ex.lastStage] || "Working…");
+    ex.stage.dataset.waiting = String(waiting);
+    ex.stage.hidden = !waiting && Boolean(stage === null && ex.text.trim());
   }
 
   function onStatus(frame) {
@@ -177,11 +186,13 @@ export function createRenderer({ log, announce, sendAction, onRunningChange }) {
     showStage(ex, frame.stage);
   }
 
+  // A sentence for people; the call's tool and arguments under a collapsed Details.
   function onNarration(frame) {
     const ex = exchangeFor(frame.exchange_id);
     const item = el("li", "narration");
     item.append(el("span", "narration-text", frame.text));
-    if (frame.tool) item.append(" ", el("span", "tool", frame.tool));
+    const details = callDetails("narration-details", frame.tool, frame.args);
+    if (details) item.append(details);
     ex.narrations.append(item);
   }
 
@@ -227,7 +238,8 @@ export function createRenderer({ log, announce, sendAction, onRunningChange }) {
     ex.article.dataset.done = "true";
     ex.stage.remove();
     if (ex.answer && !ex.final) ex.answer.dataset.state = "incomplete";
-    for (const escalation of ex.escalations) settleEscalation(escalation, null);
+    for (const escalation of ex.escalations) settleEscalation(escalation);
+    ex.waiting.clear();
     running.delete(frame.exchange_id);
     notifyRunning();
   }
@@ -249,22 +261,7 @@ export function createRenderer({ log, announce, sendAction, onRunningChange }) {
   }
 
   function onCard(frame) {
-    const figure = el("figure", "card-frame");
-    const title = frame.title || frame.tool_name || "Card";
-    const caption = el("figcaption", "card-title", title);
-    const frameEl = el("iframe", "card");
-    frameEl.setAttribute("sandbox", "allow-popups allow-popups-to-escape-sandbox");
-    frameEl.title = title;
-    frameEl.loading = "lazy";
-    frameEl.src = `/cards/main/${Number(frame.seq)}`;
-    figure.append(caption, frameEl);
-    if (typeof frame.open_url === "string" && /^https?:\/\//i.test(frame.open_url)) {
-      const link = el("a", "card-open", "Open");
-      link.href = frame.open_url;
-      link.rel = "noopener noreferrer";
-      link.target = "_blank";
-      caption.append(" ", link);
-    }
+    const figure = createCard(frame);
     if (frame.exchange_id) exchangeFor(frame.exchange_id).timeline.append(figure);
     else appendToLog(figure);
   }
@@ -274,8 +271,25 @@ export function createRenderer({ log, announce, sendAction, onRunningChange }) {
     const escalation = createEscalation(frame, sendAction);
     ex.escalations.push(escalation);
     ex.timeline.append(escalation.node);
-    if (ex.done) settleEscalation(escalation, null);
-    else if (live) announce(`Chalie asks before using ${frame.tool}: ${sentence(frame.content)} Approve or deny it below.`);
+    if (ex.done) { settleEscalation(escalation); return; }
+    if (isNotice(frame)) return;
+    ex.waiting.add(String(frame.approval_id));
+    showStage(ex, null);
+    if (live) announce(`Chalie asks before using ${frame.tool}: ${sentence(frame.content)} Approve or deny it below.`);
+  }
+
+  // The server's word on an escalation: every client shows it, whoever decided.
+  function onDecision(frame) {
+    const id = String(frame.approval_id);
+    const ex = exchanges.get(frame.exchange_id);
+    const candidates = ex ? [ex] : exchanges.values();
+    for (const each of candidates) {
+      const escalation = each.escalations.find((e) => String(e.approvalId) === id);
+      if (!escalation) continue;
+      decideEscalation(escalation, frame);
+      if (each.waiting.delete(id)) showStage(each, null);
+      return;
+    }
   }
 
   function onNotification(frame, live) {
@@ -331,6 +345,7 @@ export function createRenderer({ log, announce, sendAction, onRunningChange }) {
       case "error": onError(frame, live); break;
       case "card": onCard(frame); break;
       case "escalation": onEscalation(frame, live); break;
+      case "decision": onDecision(frame); break;
       case "notification": onNotification(frame, live); break;
       case "task": onTask(frame); break;
       case "image_ready": onImageReady(frame); break;

@@ -15,6 +15,7 @@ const NEAR_BOTTOM_PX = 80;
 const HISTORY_QUIET_MS = 250; // the first replay ends at the first pause this long ...
 const HISTORY_MAX_MS = 2000; // ... or this long after the socket opened
 const ANNOUNCEMENTS_KEPT = 3;
+const JUST_LOGGED_IN = "chalie.just-logged-in";
 
 const $ = (id) => document.getElementById(id);
 const log = $("messages");
@@ -26,6 +27,7 @@ const modeHint = $("mode-hint");
 const sendError = $("send-error");
 const connectionBadge = $("connection");
 const jump = $("jump");
+const composerForm = $("composer");
 
 const CONNECTION_WORDS = { open: "Connected", connecting: "Reconnecting…", closed: "Offline" };
 
@@ -84,6 +86,7 @@ function showMode() {
   send.textContent = steers ? "Steer" : "Send";
   modeHint.textContent = steers ? "A turn is running: what you send steers it." : "";
   stop.hidden = !steers;
+  composerForm.dataset.mode = steers ? "steer" : "send"; // a phone gives Stop and Steer a row
 }
 
 // -- history replay: frames of the first resume after the page loads are not announced. The
@@ -127,7 +130,7 @@ const renderer = createRenderer({
 // /health: the banner of what is wrong, and the setup card while no model answers.
 const health = createHealthWatch();
 startBanner(health);
-startSetupCard(health, { composer: $("composer"), input, log });
+startSetupCard(health, { composer: composerForm, input, log });
 
 function showConnection(state) {
   if (state === "open" && connectionBadge.dataset.state !== "open") health.refresh();
@@ -152,7 +155,7 @@ const connection = createConnection({
 });
 
 const composer = createComposer({
-  form: $("composer"),
+  form: composerForm,
   input,
   attach: $("attach"),
   attachments: $("attachments"),
@@ -220,3 +223,10 @@ showConnection("connecting");
 for (const chat of connection.pending()) renderer.showEcho(chat, false);
 connection.start();
 health.refresh();
+// Just logged in (login.js leaves a mark for this tab): the message box has the focus.
+try {
+  if (sessionStorage.getItem(JUST_LOGGED_IN)) {
+    sessionStorage.removeItem(JUST_LOGGED_IN);
+    input.focus();
+  }
+} catch { /* no storage: no focus */ }

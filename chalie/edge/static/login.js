@@ -43,6 +43,7 @@ async function logIn(event) {
       credentials: "same-origin",
     });
     if (response.ok) {
+      try { sessionStorage.setItem("chalie.just-logged-in", "1"); } catch { /* no storage */ }
       location.assign(nextPath());
       return;
     }
