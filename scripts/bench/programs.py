@@ -4,9 +4,9 @@ ask_chalie beside /ws, what MCP's memory tools take, and the memory the MCP serv
 One server with a stub LLM that answers at once ("stub answer"), one scoped token. Interleaved
 rounds: a /ws turn, a chat completion (not streamed), one streamed, an MCP ask_chalie, an MCP
 search_memory and list_facts, each timed from the client (send to whole answer). The server's
-resident memory is read before anything touches /mcp (the SDK is imported on the first /mcp
-request) and after the rounds. Each chat completion carries a new conversation, so every one
-runs a turn.
+resident memory is read before anything touches /mcp, once the MCP session is open (the SDK is
+imported on the first /mcp request) and after the rounds. Each chat completion carries a new
+conversation, so every one runs a turn.
 
     .venv/bin/python scripts/bench/programs.py [--rounds 200]
 """
@@ -39,8 +39,9 @@ def ms(seconds: list[float]) -> dict[str, Any]:
 
 
 async def mcp_rounds(url: str, token: str, rounds: int, *, ws: Any, sdk: OpenAI,
-                     times: dict[str, list[float]]) -> float:
-    """All rounds inside one MCP session; returns the seconds the session took to open."""
+                     times: dict[str, list[float]], pid: int) -> tuple[float, float | None]:
+    """All rounds inside one MCP session; returns the seconds the session took to open and
+    the server's resident memory once it was open (the SDK imported)."""
     t0 = time.perf_counter()
     async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"},
                                   timeout=60) as http, \
@@ -48,6 +49,7 @@ async def mcp_rounds(url: str, token: str, rounds: int, *, ws: Any, sdk: OpenAI,
             ClientSession(read, write) as session:
         await session.initialize()
         opened = time.perf_counter() - t0
+        rss_open = rss_mib(pid)
         await session.call_tool("remember", {"key": "favourite colour", "value": "teal"})
         for n in range(rounds):
             if n % 20 == 0:
@@ -65,7 +67,7 @@ async def mcp_rounds(url: str, token: str, rounds: int, *, ws: Any, sdk: OpenAI,
                 result = await session.call_tool(tool, args)
                 times[f"mcp_{tool}"].append(time.perf_counter() - start)
                 assert not result.is_error, (tool, result)
-    return opened
+    return opened, rss_open
 
 
 def timed(times: dict[str, list[float]], name: str, work: Any, *args: Any,
@@ -99,13 +101,14 @@ def main() -> int:
             "mcp_list_facts")}
         with OpenAI(base_url=f"{server.url}/v1", api_key=token, max_retries=0,
                     timeout=60) as sdk:
-            opened = asyncio.run(mcp_rounds(server.url, token, args.rounds, ws=ws, sdk=sdk,
-                                            times=times))
+            opened, rss_open = asyncio.run(mcp_rounds(
+                server.url, token, args.rounds, ws=ws, sdk=sdk, times=times,
+                pid=server.proc.pid))
         rss_after = rss_mib(server.proc.pid)
         emit("programs", {"rounds": args.rounds},
              **{f"{k}_ms": ms(v) for k, v in times.items()},
              mcp_first_session_s=round(opened, 3),
-             rss_mib={"before_mcp": rss_before, "after": rss_after},
+             rss_mib={"before_mcp": rss_before, "mcp_open": rss_open, "after": rss_after},
              problems=log_problems(server.log_events()))
     finally:
         server.kill()
