@@ -537,10 +537,11 @@ def test_a_fact_the_person_changed_since_is_not_overwritten_by_an_older_message(
         {"key": "home city", "value": "Porto", "kind": "fact", "line": 3},
     ])])
     tree = start_tree(provider, encoder=True, memory=every_n(4))
-    seed(tree, [("My favourite colour is teal", "Nice!"), ("I live in Porto", "Noted.")])
+    # Stored first (the seeded messages may start the encoding at once), but a day after them.
     write(tree, lambda conn: memory_writes.remember(
         conn, RememberFact("favorite color", "green", kind="preference"), turn_id=None,
         now=T0 + 86400))
+    seed(tree, [("My favourite colour is teal", "Nice!"), ("I live in Porto", "Noted.")])
     nudge(tree)
     until(tree, lambda: bool(episodes(tree)), "the window to be stored")
     assert tree.rows("SELECT key, value, source, superseded_at FROM knowledge ORDER BY id") == [
