@@ -41,6 +41,7 @@ from chalie.edge.rest_memory import search_hit
 from chalie.edge.tokens import Scope, token_channel
 from chalie.edge.turn_call import CallFailed, TurnCall
 from chalie.memory.redact import Redactor
+from chalie.paths import PROMPTS
 from chalie.store import memory_queries as mq
 from chalie.store.token_rows import TokenRow
 from chalie.values.signals import Signal
@@ -60,9 +61,6 @@ FACTS_LIMIT = 500  # in the facts resource
 GRACE_S = 30.0  # ask_chalie waits this past act.timeout_s: the turn's own deadline ends it first
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
                             open_world_hint=False)
-INSTRUCTIONS = ("Chalie is the person's own assistant with a long-term memory of them. Search or "
-                "list what it remembers before asking the person again; remember what they tell "
-                "you that should last; ask Chalie when its judgement or tools help.")
 
 
 def iso(t: float | None) -> str | None:
@@ -283,46 +281,35 @@ def _facts(ctx: EdgeContext, query: str | None, history: bool, limit: int,
     return rows
 
 
+def described(name: str) -> str:
+    """What the MCP client's model reads about Chalie or one of its tools: prompts/mcp/."""
+    return (PROMPTS / "mcp" / f"{name}.md").read_text(encoding="utf-8").strip()
+
+
 def build_server(ctx: EdgeContext, tools: McpTools) -> MCPServer[Any]:
     """The MCP server's tools and resources, behind the token gate."""
-    server: MCPServer[Any] = MCPServer("chalie", instructions=INSTRUCTIONS,
+    server: MCPServer[Any] = MCPServer("chalie", instructions=described("instructions"),
                                        middleware=[Gate(ctx)])
+
     def add(fn: Callable[..., Any], **kwargs: Any) -> None:
-        server.add_tool(fn, structured_output=False, **kwargs)  # text content: JSON or prose
+        """A tool, described by prompts/mcp/<its name>.md; its result is text (JSON or prose)."""
+        server.add_tool(fn, structured_output=False, description=described(fn.__name__),
+                        **kwargs)
 
     changes = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
                               open_world_hint=False)
-    add(tools.search_memory, title="Search Chalie's memory", annotations=READ_ONLY,
-                    description=(
-                        "What Chalie recalls for a query: facts, episodes, concepts and past "
-                        "messages, fused from full-text and semantic ranking, best first, each "
-                        "with its date and the scores that ranked it. Scope: memory:read."))
-    add(tools.list_facts, title="List what Chalie knows", annotations=READ_ONLY,
-                    description=(
-                        "The person's current facts, traits and preferences by key (optionally "
-                        "only those whose text holds `query`); with history=true also the "
-                        "values they replaced, each valid from/to a date. Scope: memory:read."))
-    add(tools.remember, title="Remember a fact", annotations=changes,
-                    description=(
-                        "Remember something about the person under a short key (e.g. "
-                        "'home_city'). A value already kept under that key is replaced, and "
-                        "kept as history. Scope: memory:write."))
-    add(tools.forget, title="Forget a fact", description=(
-        "Forget what Chalie remembers under a key; the person can no longer be reminded of "
-        "it. Scope: memory:write."), annotations=ToolAnnotations(
-            read_only_hint=False, destructive_hint=True, idempotent_hint=True,
-            open_world_hint=False))
-    add(tools.ask_chalie, title="Ask Chalie", description=(
-        "Ask Chalie a question or give it a task on the person's behalf; it reasons with its "
-        "memory and tools and answers in text. A long turn reports progress. Scope: chat."),
-        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False,
-                                    idempotent_hint=False, open_world_hint=True))
-    add(tools.add_signal, title="Report a signal", description=(
-        "Tell Chalie about something happening in the world (signal_type like "
-        "'calendar_event', content in a sentence, activation_energy 0-1 for how much it "
-        "matters); it joins Chalie's world state without an LLM call. Scope: signals."),
-        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False,
-                                    idempotent_hint=False, open_world_hint=False))
+    add(tools.search_memory, title="Search Chalie's memory", annotations=READ_ONLY)
+    add(tools.list_facts, title="List what Chalie knows", annotations=READ_ONLY)
+    add(tools.remember, title="Remember a fact", annotations=changes)
+    add(tools.forget, title="Forget a fact", annotations=ToolAnnotations(
+        read_only_hint=False, destructive_hint=True, idempotent_hint=True,
+        open_world_hint=False))
+    add(tools.ask_chalie, title="Ask Chalie", annotations=ToolAnnotations(
+        read_only_hint=False, destructive_hint=False, idempotent_hint=False,
+        open_world_hint=True))
+    add(tools.add_signal, title="Report a signal", annotations=ToolAnnotations(
+        read_only_hint=False, destructive_hint=False, idempotent_hint=False,
+        open_world_hint=False))
     server.add_resource(FunctionResource.from_function(
         tools.facts_resource, uri="chalie://memory/facts", name="facts",
         title="What Chalie knows now", mime_type="application/json",

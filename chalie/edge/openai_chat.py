@@ -170,11 +170,8 @@ class ChatHandler(OpenAiHandler):
 
 def _seen(conn: Any, channel: str, cid: str) -> bool:
     """Whether a message with `cid` was answered on `channel`, or is being answered."""
-    if queries.turn_for_client_id(conn, channel, cid) is not None:
-        return True
-    exchange = queries.open_exchange(conn, channel)
-    frames = queries.exchange_events(conn, channel, exchange) if exchange else []
-    return bool(frames) and msgspec.json.decode(frames[0]).get("client_id") == cid
+    return queries.turn_for_client_id(conn, channel, cid) is not None \
+        or queries.running_exchange(conn, channel, cid) is not None
 
 
 class _Exchange:

@@ -18,6 +18,8 @@ import re
 from collections.abc import Callable
 from typing import Literal
 
+import msgspec
+
 from chalie.store.token_rows import TokenRow
 
 Scope = Literal["memory:read", "memory:write", "chat", "signals"]
@@ -115,8 +117,7 @@ class TokenBoard:
         self._touched[token_id] = now
         row = self._by_id.get(token_id)
         if row is not None:
-            self._by_id[token_id] = TokenRow(row.id, row.name, row.scopes, row.token_hash,
-                                             row.created_at, now)
+            self._by_id[token_id] = msgspec.structs.replace(row, last_used_at=now)
 
     def calls(self, token_id: str) -> dict[str, int]:
         return {p: self._calls.get((token_id, p), 0) for p in PROTOCOLS}

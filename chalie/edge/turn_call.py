@@ -106,18 +106,15 @@ class TurnCall:
 
     def _follow_running(self) -> None:
         """A message sent again while its first turn still runs: follow that turn."""
-        conn = self.ctx.read()
-        exchange = queries.open_exchange(conn, self.channel)
-        if exchange is None:
+        running = queries.running_exchange(self.ctx.read(), self.channel, self.client_id)
+        if running is None:
             return
-        frames = queries.exchange_events(conn, self.channel, exchange)
-        opening = _decode(frames[0]) if frames else {}
-        if opening.get("client_id") == self.client_id:
-            log.info("turn_call_follows_running", channel=self.channel, exchange_id=exchange)
-            self._exchange = exchange
-            self._result = TurnResult(exchange)
-            for frame in frames[1:]:
-                self._take(_decode(frame))
+        exchange, frames = running
+        log.info("turn_call_follows_running", channel=self.channel, exchange_id=exchange)
+        self._exchange = exchange
+        self._result = TurnResult(exchange)
+        for frame in frames[1:]:
+            self._take(_decode(frame))
 
     # -- the Sink --
 

@@ -133,6 +133,19 @@ def exchange_events(conn: apsw.Connection, channel: str, exchange_id: str) -> li
     return [str(b) for (b,) in rows]
 
 
+def running_exchange(conn: apsw.Connection, channel: str,
+                     client_id: str) -> tuple[str, list[str]] | None:
+    """The channel's exchange still running for the message `client_id` (its opening `status`
+    frame names it), with its frames so far; None when no such exchange is open."""
+    exchange = open_exchange(conn, channel)
+    if exchange is None:
+        return None
+    frames = exchange_events(conn, channel, exchange)
+    if not frames or msgspec.json.decode(frames[0]).get("client_id") != client_id:
+        return None
+    return exchange, frames
+
+
 def open_exchange(conn: apsw.Connection, channel: str) -> str | None:
     """The exchange whose frames stop short of `done` or `error`: a turn that was cut off."""
     row = conn.execute(

@@ -104,18 +104,25 @@ def driver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebDriver]:
     that it does not idle beside the rest of the suite; `browser` resets it per test."""
     if CHROMIUM is None or CHROMEDRIVER is None:
         pytest.skip(SKIP_LINE)
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for arg in CHROME_ARGS:
-        options.add_argument(arg)
-    options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}")
-    options.add_argument(f"--window-size={DESKTOP[0]},{DESKTOP[1]}")
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    chrome = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    chrome = start_chrome(tmp_path_factory.mktemp("chromium-profile"))
     try:
         yield chrome
     finally:
         chrome.quit()
+
+
+def start_chrome(profile: Path) -> WebDriver:
+    """A headless Chromium at desktop size with a profile of its own, its console logged."""
+    assert CHROMIUM
+    assert CHROMEDRIVER
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in CHROME_ARGS:
+        options.add_argument(arg)
+    options.add_argument(f"--user-data-dir={profile}")
+    options.add_argument(f"--window-size={DESKTOP[0]},{DESKTOP[1]}")
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
 
 
 # Console lines that say nothing about the pages: the icon Chromium asks for on its own, and the

@@ -10,22 +10,17 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
 from tests.browser.conftest import (
-    CHROME_ARGS,
-    CHROMEDRIVER,
-    CHROMIUM,
-    DESKTOP,
     Console,
     Servers,
     connected,
     finished,
     login,
     say,
+    start_chrome,
     text_of,
     until,
     visible,
@@ -40,16 +35,7 @@ REMEMBER = json.dumps({"action": "remember", "key": "city", "value": "Lyon"})
 @contextmanager
 def second_browser(profile: Path) -> Iterator[WebDriver]:
     """Another Chromium with a profile of its own: another device, another login."""
-    assert CHROMIUM
-    assert CHROMEDRIVER
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for arg in CHROME_ARGS:
-        options.add_argument(arg)
-    options.add_argument(f"--user-data-dir={profile}")
-    options.add_argument(f"--window-size={DESKTOP[0]},{DESKTOP[1]}")
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    chrome = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    chrome = start_chrome(profile)
     try:
         yield chrome
         Console(chrome).check()
