@@ -167,15 +167,16 @@ class Server:
         self._pool = WorkerPool(self.config.act.workers)
         self._background = WorkerPool(BACKGROUND_WORKERS, name="chalie-background")
         self._paths_pool = WorkerPool(PATH_WORKERS, name="chalie-paths")
-        memory = self.config.memory
         programs = server_programs.build(self.config, clock=self.clock,
                                          directory=self.directory, metrics=self.metrics)
-        self._health_pool, self._http_out = programs.health_pool, programs.http
-        self._subscriptions, self._catalog = programs.subscriptions, programs.catalog
+        self._health_pool, self._http_out, self._subscriptions, self._catalog = (
+            programs.health_pool, programs.http, programs.subscriptions, programs.catalog)
         self.metrics.watch_goals(lambda: goal_rows.counts(readers.get()))
         self.metrics.watch_store(self.store_health.describe)
+        memory = self.config.memory
         recall = Recall(embedder=self.embedder, space_id=space_id, config=memory,
                         clock=self.clock, metrics=self.metrics)
+        self._background.submit(recall.warm, readers.transient)  # the bit index, before a turn
         primary = self.config.llm.job("primary")
         assert primary is not None
         deps = SessionDeps(

@@ -8,7 +8,7 @@ Migrations are the numbered files in migrations/, applied in order, keyed on PRA
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
@@ -108,6 +108,8 @@ def migrate(conn: apsw.Connection, upto: int | None = None) -> int:
             try:
                 with conn:
                     conn.execute(sql)
+                    if (step := _PYTHON_STEPS.get(number)) is not None:
+                        step(conn)
                     broken = conn.execute("PRAGMA foreign_key_check").fetchall()
                     if broken:
                         raise StoreError(f"migration {name} left broken foreign keys: "
@@ -119,6 +121,20 @@ def migrate(conn: apsw.Connection, upto: int | None = None) -> int:
     finally:
         conn.execute("PRAGMA foreign_keys = ON")
     return int(version)
+
+
+def _drop_bit_indexes(conn: apsw.Connection) -> None:
+    """Migration 0014: the sqlite-vec bit indexes of every vector space go (their shadow
+    tables with them)."""
+    names = [str(r[0]) for r in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name GLOB 'vec_index_[0-9]*' "
+        "AND sql LIKE 'CREATE VIRTUAL TABLE%'")]
+    for name in names:
+        conn.execute(f'DROP TABLE "{name}"')
+
+
+# What a migration needs beyond SQL, run in its transaction after its SQL.
+_PYTHON_STEPS: dict[int, Callable[[apsw.Connection], None]] = {14: _drop_bit_indexes}
 
 
 def open_writer(data_dir: str | Path, *, busy_timeout_ms: int, synchronous: str) -> apsw.Connection:

@@ -9,7 +9,6 @@ from typing import Any
 import apsw
 import msgspec
 
-from chalie.store.memory_writes import vec_table
 from chalie.values.memory import Item, Kind, episode_text, knowledge_text, mkey, split
 
 _decode_list = msgspec.json.Decoder(list[str]).decode
@@ -59,15 +58,6 @@ def items(conn: apsw.Connection, keys: Iterable[int]) -> dict[int, Item]:
 def space_dim(conn: apsw.Connection, space_id: int) -> int | None:
     row = conn.execute("SELECT dim FROM vector_spaces WHERE id = ?", (space_id,)).fetchone()
     return None if row is None or row[0] is None else int(row[0])
-
-
-def nearest(conn: apsw.Connection, space_id: int, query: bytes, k: int) -> list[int]:
-    """Memory keys of the `k` items whose bit-quantised vectors are nearest (Hamming)."""
-    rows = conn.execute(
-        f"SELECT rowid FROM {vec_table(space_id)} WHERE bits MATCH vec_quantize_binary(?) "
-        "AND k = ?", (query, k),
-    ).fetchall()
-    return [int(r[0]) for r in rows]  # type: ignore[arg-type]
 
 
 def newest(conn: apsw.Connection, limit: int) -> list[int]:

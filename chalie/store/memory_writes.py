@@ -2,8 +2,9 @@
 
 Every item that can be recalled has a full-text row written in the same transaction as the
 item; its vector comes later (the Encoder embeds in the background) and goes into `vectors`
-(float32, for re-ranking) and the space's bit index `vec_index_<space>` (for the KNN scan).
-Forgetting an item removes it and all of those rows in one transaction.
+(float32; recall keeps their sign bits in memory for its first pass, chalie.memory.bit_index,
+following the table by its rowid). Forgetting an item removes it and all of those rows in one
+transaction.
 """
 
 from __future__ import annotations
@@ -46,10 +47,6 @@ class SnapshotRow(msgspec.Struct, frozen=True):
     created_at: float
 
 
-def vec_table(space_id: int) -> str:
-    return f"vec_index_{int(space_id)}"
-
-
 # -- the full-text and vector indexes --
 
 def index_text(conn: apsw.Connection, key: int, text: str) -> None:
@@ -57,17 +54,10 @@ def index_text(conn: apsw.Connection, key: int, text: str) -> None:
 
 
 def unindex(conn: apsw.Connection, key: int) -> None:
-    """Remove an item's full-text row, vectors and bit-index entries, in every space."""
+    """Remove an item's full-text row and vectors, in every space."""
     conn.execute("DELETE FROM memory_fts WHERE rowid = ?", (key,))
     conn.execute("DELETE FROM vectors WHERE mkey = ?", (key,))
     conn.execute("DELETE FROM memory_strength WHERE mkey = ?", (key,))
-    for space_id in _indexed_spaces(conn):
-        conn.execute(f"DELETE FROM {vec_table(space_id)} WHERE rowid = ?", (key,))
-
-
-def _indexed_spaces(conn: apsw.Connection) -> list[int]:
-    return [int(r[0]) for r in conn.execute(
-        "SELECT id FROM vector_spaces WHERE dim IS NOT NULL")]
 
 
 def add_transcript(conn: apsw.Connection, channel: str, turn_id: str | None, *, role: str,
@@ -191,12 +181,6 @@ def insert_episodes(conn: apsw.Connection, channel: str, episodes: Sequence[Epis
             " encoded_at = excluded.encoded_at",
             (channel, upto_transcript_id, now),
         )
-        covered = [mkey(Kind.TRANSCRIPT, int(r[0])) for r in conn.execute(
-            "SELECT id FROM transcript WHERE channel = ? AND id > ? AND id <= ?",
-            (channel, before, upto_transcript_id))]
-        for space_id in _indexed_spaces(conn):
-            conn.executemany(f"DELETE FROM {vec_table(space_id)} WHERE rowid = ?",
-                             [(k,) for k in covered])
     return ids
 
 
@@ -224,19 +208,16 @@ def store_vectors(conn: apsw.Connection, space_id: int, embedder: str, kind: Kin
                   rows: Sequence[tuple[int, bytes]], *, upto_id: int, now: float) -> int:
     """Store the vectors of items of one kind (rows of (item id, float32 vector)) and move the
     space's progress for that kind to `upto_id`. Items forgotten or superseded since they were
-    read are skipped; so are transcript messages' bit-index entries once an episode covers
-    them. Returns how many vectors were stored."""
+    read are skipped. Returns how many vectors were stored."""
     dims = {len(v) // 4 for _, v in rows}
     if len(dims) > 1:
         raise ValueError(f"vectors of different dimensions {sorted(dims)} in one batch")
     stored = 0
     if rows:
         dim = dims.pop()
-        _ensure_index(conn, space_id, dim)
-        table = vec_table(space_id)
+        _ensure_dim(conn, space_id, dim)
         for item_id, vector in rows:
-            indexable = _indexable(conn, kind, item_id)
-            if indexable is None:
+            if not _exists(conn, kind, item_id):
                 continue
             key = mkey(kind, item_id)
             conn.execute(
@@ -244,10 +225,6 @@ def store_vectors(conn: apsw.Connection, space_id: int, embedder: str, kind: Kin
                 "created_at) VALUES (?, ?, ?, ?, ?, ?)",
                 (space_id, key, embedder, dim, vector, now),
             )
-            conn.execute(f"DELETE FROM {table} WHERE rowid = ?", (key,))
-            if indexable:
-                conn.execute(f"INSERT INTO {table} (rowid, bits) VALUES "
-                             "(?, vec_quantize_binary(?))", (key, vector))
             stored += 1
     conn.execute(
         "INSERT INTO vector_progress (space_id, kind, upto_id) VALUES (?, ?, ?) "
@@ -257,38 +234,27 @@ def store_vectors(conn: apsw.Connection, space_id: int, embedder: str, kind: Kin
     return stored
 
 
-def _ensure_index(conn: apsw.Connection, space_id: int, dim: int) -> None:
+def _ensure_dim(conn: apsw.Connection, space_id: int, dim: int) -> None:
     row = conn.execute("SELECT dim FROM vector_spaces WHERE id = ?", (space_id,)).fetchone()
     if row is None:
         raise ValueError(f"no vector space {space_id}")
     if row[0] is None:
-        if dim % 8:
-            raise ValueError(f"a vector dimension of {dim} cannot be bit-indexed (not a "
-                             "multiple of 8)")
         conn.execute("UPDATE vector_spaces SET dim = ? WHERE id = ?", (dim, space_id))
-        conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {vec_table(space_id)} "
-                     f"USING vec0(bits bit[{dim}])")
     elif int(row[0]) != dim:
         raise ValueError(f"vector space {space_id} holds {row[0]}-dimensional vectors, "
                          f"got {dim}")
 
 
-def _indexable(conn: apsw.Connection, kind: Kind, item_id: int) -> bool | None:
-    """None: the item is gone (or superseded) and gets no vector. Otherwise whether it belongs
-    in the bit index (a transcript message covered by an episode does not)."""
+def _exists(conn: apsw.Connection, kind: Kind, item_id: int) -> bool:
+    """Whether the item is still there to get a vector (a fact: still current)."""
     match kind:
         case Kind.TRANSCRIPT:
-            row = conn.execute(
-                "SELECT t.id > coalesce(e.upto_transcript_id, 0) FROM transcript AS t "
-                "LEFT JOIN encodings AS e ON e.channel = t.channel WHERE t.id = ?", (item_id,),
-            ).fetchone()
-            return None if row is None else bool(row[0])
+            sql = "SELECT 1 FROM transcript WHERE id = ?"
         case Kind.EPISODE:
-            found = conn.execute("SELECT 1 FROM episodes WHERE id = ?", (item_id,)).fetchone()
+            sql = "SELECT 1 FROM episodes WHERE id = ?"
         case Kind.KNOWLEDGE:
-            found = conn.execute("SELECT 1 FROM knowledge WHERE id = ? AND superseded_at IS "
-                                 "NULL", (item_id,)).fetchone()
-    return None if found is None else True
+            sql = "SELECT 1 FROM knowledge WHERE id = ? AND superseded_at IS NULL"
+    return conn.execute(sql, (item_id,)).fetchone() is not None
 
 
 def drop_space(conn: apsw.Connection, space_id: int, *, batch: int) -> bool:
@@ -298,7 +264,6 @@ def drop_space(conn: apsw.Connection, space_id: int, *, batch: int) -> bool:
     if conn.execute("SELECT 1 FROM vectors WHERE space_id = ? LIMIT 1",
                     (space_id,)).fetchone() is not None:
         return False
-    conn.execute(f"DROP TABLE IF EXISTS {vec_table(space_id)}")
     conn.execute("DELETE FROM vector_progress WHERE space_id = ?", (space_id,))
     conn.execute("DELETE FROM vector_spaces WHERE id = ?", (space_id,))
     return True

@@ -171,11 +171,10 @@ def where_found(folded: str, evidence_text: str) -> str:
     at = folded.find(ld.needle(evidence_text))
     if at < 0:
         return "absent"
-    memory = folded.find(ld.fold("# What you remember that may matter here"))
-    history = folded.find(ld.fold("# Conversation so far"))
-    if 0 <= history < at:
-        return "history"
-    return "memory" if 0 <= memory < at else "other"
+    headings = {"memory": folded.find(ld.fold("# What you remember that may matter here")),
+                "history": folded.find(ld.fold("# Conversation so far"))}
+    before = [(start, name) for name, start in headings.items() if 0 <= start < at]
+    return max(before)[1] if before else "other"
 
 
 def embedded(url: str, lines: int) -> bool:

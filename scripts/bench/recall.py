@@ -1,26 +1,29 @@
 """Recall: latency of one hybrid memory recall at 10k and 100k episodes, on a real SQLite file.
 
 What is measured: `chalie.memory.recall.Recall.recall(conn, query, K)` with the `hashed`
-embedder, the call every turn makes before its first LLM request, on a read-only connection of
-its own (as a Session's), against a store filled the way months of use leave it: --transcript
-messages over several channels (sentences of 5-30 words: stop words and pronounceable made-up
-words with a Zipf-Mandelbrot frequency), --facts knowledge items, and episodes at each of
---sizes, written with chalie.store.memory_writes (add_transcript, remember, insert_episodes) on
-a writer from db.open_writer (synchronous NORMAL, --batch rows per transaction). Episodes cover
-the transcript in windows of memory.encode_every_rows messages per channel, moving each
-channel's encoding mark as the Encoder does, so only the tail of each channel (fewer than a
-window) is left unencoded. Everything is embedded with HashedEmbedder and stored with
-store_vectors in the space ensure_space gives, as the Encoder's indexing pass does. How recall
-finds things: BM25 over the FTS5 index of every item, and a vector ranking: a sqlite-vec KNN
-on the bit-quantised vectors (Hamming distance) over the bit index, which holds episodes,
-knowledge and the messages no episode covers yet, whose candidates plus the full-text ones are
-re-ranked by cosine similarity of their float32 vectors; the two rankings are fused by RRF and
-weighted by recency, retrieval strength and salience. Queries are questions a person would ask
-(4-12 words: stop words, question words, and 1-3 words of a stored item), and a share
-(--no-match-share) with no stored word at all. Also reported: the parts of a recall on their
-own (full-text search, query embedding, bit KNN, float re-rank), and the old knowledge-fact
-figure `chalie.store.queries.current_facts(conn, word, 20)` at --fact-sizes facts on a store
-of its own.
+embedder's vectors (declared fit for the bit pass, as the default semantic embedder is), the
+call every turn makes before its first LLM request, on a read-only connection of its own (as a
+Session's), against a store filled the way months of use leave it: --transcript messages over
+several channels (sentences of 5-30 words: stop words and pronounceable made-up words with a
+Zipf-Mandelbrot frequency), --facts knowledge items, and episodes at each of --sizes, written
+with chalie.store.memory_writes (add_transcript, remember, insert_episodes) on a writer from
+db.open_writer (synchronous NORMAL, --batch rows per transaction). Episodes cover the
+transcript in windows of memory.encode_every_rows messages per channel, moving each channel's
+encoding mark as the Encoder does, so only the tail of each channel (fewer than a window) is
+left unencoded. Everything is embedded with HashedEmbedder and stored with store_vectors in the
+space ensure_space gives, as the Encoder's indexing pass does. How recall finds things: BM25
+over the FTS5 index of every item, and a vector ranking: the items nearest by the Hamming
+distance of their vectors' sign bits (chalie.memory.bit_index: every item with a vector, in
+memory), whose candidates plus the full-text ones are re-ranked by cosine similarity of their
+float32 vectors; the two rankings are fused by RRF and weighted by recency, retrieval strength
+and salience. Queries are questions a person would ask (4-12 words: stop words, question words,
+and 1-3 words of a stored item), and a share (--no-match-share) with no stored word at all. The
+query's embedding is not part of a recall: a turn starts it beforehand on a thread of its own.
+Also reported: recall asking for 175 items (what a turn asks for when the history leaves memory
+its budget, as in LoCoMo at 8k), the parts of a recall on their own (full-text search, query
+embedding, bit KNN, float re-rank), the first read of the bit index (every vector of the space,
+once a process), and the old knowledge-fact figure `chalie.store.queries.current_facts(conn,
+word, 20)` at --fact-sizes facts on a store of its own.
 
     .venv/bin/python scripts/bench/recall.py [--sizes 10000 100000] [--transcript 100000]
 """
@@ -45,9 +48,10 @@ from chalie.clock import SystemClock
 from chalie.config_load import load_config
 from chalie.memory import fts
 from chalie.memory.assembly import SECTIONS, budgets
+from chalie.memory.bit_index import BitIndex
 from chalie.memory.context import MEMORY_ITEM_TOKENS
 from chalie.memory.embedders import Embedder, HashedEmbedder
-from chalie.memory.recall import CANDIDATES, Recall
+from chalie.memory.recall import CANDIDATES, KNN_OVERSAMPLE, Recall
 from chalie.store import db
 from chalie.store import memory_queries as mq
 from chalie.store.effects import RememberFact
@@ -58,7 +62,6 @@ from chalie.store.memory_writes import (
     insert_episodes,
     remember,
     store_vectors,
-    vec_table,
 )
 from chalie.store.queries import current_facts
 from chalie.values.memory import Kind
@@ -80,6 +83,16 @@ def _default_k() -> int:
 
 
 K = _default_k()
+# What a turn asks for when the history leaves memory its budget (LoCoMo at 8k: ~3,500 tokens).
+WIDE_K = 175
+
+
+class KnnHashedEmbedder(HashedEmbedder):
+    """The hashed embedder declared fit for the bit pass, as the default (semantic) one is, so
+    that recall here runs every part a turn's does but the query's embedding (which a turn
+    starts beforehand, on a thread of its own; measured apart as embed_query)."""
+
+    binary_knn = True
 # Words people say between the meaningful ones; all are stop words of the full-text search.
 FUNCTION_WORDS = (
     "i", "you", "we", "the", "a", "to", "and", "of", "it", "that", "is", "was", "my", "your",
@@ -412,11 +425,16 @@ def measure_recall(reader: Any, recall: Recall, embedder: Embedder, space_id: in
     # The parts on their own, on the same questions.
     fts_s, fts_keys = timed(lambda q: fts.search(reader, q, 2 * CANDIDATES), texts)
     embed_s, vectors = timed(lambda q: embedder.embed([q], timeout_s=2.0)[0], texts)
+    bits = BitIndex(space_id)
+    t0 = time.perf_counter()
+    bits.nearest(reader, vectors[0], 1)  # reads every vector of the space once
+    load_s = time.perf_counter() - t0
     knn_s, near = [], []
     for v in vectors:
         t0 = time.perf_counter()
-        near.append(mq.nearest(reader, space_id, v, CANDIDATES))
+        near.append(bits.nearest(reader, v, KNN_OVERSAMPLE * max(CANDIDATES, K)))
         knn_s.append(time.perf_counter() - t0)
+    wide_s, _ = timed(lambda q: recall.recall(reader, q, WIDE_K), texts)
     rerank_s = []
     for v, n, f in zip(vectors, near, fts_keys, strict=True):
         candidates = list(dict.fromkeys((*n, *f[:CANDIDATES])))
@@ -427,6 +445,8 @@ def measure_recall(reader: Any, recall: Recall, embedder: Embedder, space_id: in
         "recall_s": summary(times),
         "recall_s_with_stored_words": summary(matched),
         "recall_s_no_stored_word": summary(unmatched),
+        f"recall_s_k{WIDE_K}": summary(wide_s),
+        "bit_index_load_s": round(load_s, 3),
         "hits_p50": sorted(hits)[len(hits) // 2],
         "hits_by_kind": dict(kinds),
         "vector_ranking_used_share": round(sum(vector_used) / len(found), 3),
@@ -460,12 +480,13 @@ def bench_episodes(args: argparse.Namespace, rng: random.Random) -> dict[str, An
             vectors = fill.embed(space_id, embedder)
             writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             counts = fill.counts()
-            (bits,) = writer.execute(f"SELECT count(*) FROM {vec_table(space_id)}").fetchone()
+            (bits,) = writer.execute("SELECT count(*) FROM vectors WHERE space_id = ?",
+                                     (space_id,)).fetchone()
             progress(f"{counts['episodes']} episodes stored in {seconds['episodes']:.1f}s, "
                      f"{vectors['vectors']} vectors in "
                      f"{vectors['embed_s'] + vectors['store_vectors_s']:.1f}s; recalling")
             reader = db.connect(db.db_path(tmp), busy_timeout_ms=5000, readonly=True)
-            recall = Recall(embedder=embedder, space_id=space_id, config=memory,
+            recall = Recall(embedder=KnnHashedEmbedder(), space_id=space_id, config=memory,
                             clock=SystemClock())
             figures = measure_recall(reader, recall, embedder, space_id,
                                      fill.questions(args.queries, args.no_match_share))

@@ -22,7 +22,6 @@ from chalie.memory.embedders import HASHED_DIM, HashedEmbedder
 from chalie.metrics import Metrics
 from chalie.store import db, memory_writes, writes
 from chalie.store.effects import RememberFact
-from chalie.store.memory_writes import vec_table
 from chalie.store.records import TurnRecord
 from chalie.values.memory import Kind, mkey
 from tests.actors.conftest import (
@@ -639,16 +638,13 @@ def test_every_message_episode_and_current_fact_gets_a_vector_in_batches(
     assert embedder.pending_seen[0] > 0
     assert gauge(tree.metrics, "chalie_vectors_pending") == 0
     assert counter(tree.metrics, "chalie_embeddings_total", result="ok") == len(expected)
-    # Messages covered by an episode leave the bit index; the two after the window stay.
-    bits = {k for (k,) in tree.rows(f"SELECT rowid FROM {vec_table(space_id)}")}
-    assert bits == expected - {mkey(Kind.TRANSCRIPT, i) for i in range(1, 5)}
 
 
 def test_vectors_of_an_older_embedder_are_re_embedded_and_their_space_dropped(
     make_config: Any, start_tree: Any, log_records: list[logging.LogRecord],
 ) -> None:
     """A store indexed by another embedder gets every item re-embedded into the current space
-    at start, without any nudge; then the old space, its vectors and its bit index are gone."""
+    at start, without any nudge; then the old space and its vectors are gone."""
     store = make_config().store
     conn = db.open_writer(store.path, busy_timeout_ms=store.busy_timeout_ms,
                           synchronous=store.synchronous)
@@ -677,9 +673,6 @@ def test_vectors_of_an_older_embedder_are_re_embedded_and_their_space_dropped(
     assert current != old_space
     assert tree.rows("SELECT space_id, embedder, dim, count(*) FROM vectors "
                      "GROUP BY space_id") == [(current, "hashed", HASHED_DIM, 4)]
-    tables = {t for (t,) in tree.rows("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    assert vec_table(old_space) not in tables
-    assert vec_table(current) in tables
     assert tree.rows("SELECT count(*) FROM vector_progress WHERE space_id = ?", old_space) == [
         (0,)]
     assert [e["space_id"] for e in events(log_records, "vector_space_dropped")] == [old_space]

@@ -7,7 +7,8 @@ import logging
 import math
 import sys
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import apsw
@@ -241,6 +242,63 @@ def test_an_old_message_near_the_query_is_found_through_the_bit_index(
         writer, query, 5)
     assert order(found.hits) == [message]
     assert (found.hits[0].fts_rank, found.hits[0].vector_rank) == (None, 1)
+
+
+def test_a_message_an_episode_covers_is_still_found_by_its_vector(
+    writer: apsw.Connection, space_id: int, config: Config, clock: ManualClock
+) -> None:
+    """An episode standing for a message does not take it out of the vector ranking: a line
+    worded unlike the question is found by its meaning or not at all (issue 22). And once it
+    is forgotten, the bit pass no longer brings it."""
+    now = clock.time()
+    message = say(writer, "I got jazz a lot", at=now - 5 * DAY_S)
+    _, item_id = split(message)
+    row = EpisodeRow(gist="Talked about records", intent="", outcome="", entities=(),
+                     open_loops=(), salience=0.5, valence=0.0, transcript_from=item_id,
+                     transcript_to=item_id, happened_at=now - 5 * DAY_S)
+    with db.immediate(writer):
+        memory_writes.insert_episodes(writer, "main", [row], upto_transcript_id=item_id,
+                                      encoding_id="enc", now=now)
+    assert memory_queries.encoded_upto(writer, "main") == item_id
+    embed(writer, space_id, [message])
+    recall = recall_with(config, clock, space_id, embedder=KnnHashedEmbedder())
+    found = recall.recall(writer, "What have I got?", 5)
+    assert order(found.hits)[0] == message
+    assert found.hits[0].vector_rank == 1
+    with db.immediate(writer):
+        memory_writes.unindex(writer, message)
+        writer.execute("DELETE FROM transcript WHERE id = ?", (item_id,))
+    assert recall.recall(writer, "What have I got?", 5).hits == ()
+
+
+def test_warming_reads_the_bit_index_before_the_first_recall(
+    writer: apsw.Connection, space_id: int, config: Config, clock: ManualClock,
+    log_records: list[logging.LogRecord],
+) -> None:
+    """At start the server reads the bit index on a background thread (`warm`), logging how
+    many items it holds; a store that cannot be read then is logged, not raised: the first
+    turn reads it instead."""
+    keys = [say(writer, f"line {n}", at=clock.time()) for n in range(3)]
+    embed(writer, space_id, keys)
+
+    @contextmanager
+    def connect() -> Iterator[apsw.Connection]:
+        yield writer
+
+    @contextmanager
+    def broken() -> Iterator[apsw.Connection]:
+        raise apsw.CantOpenError("unable to open database file")
+        yield writer
+
+    recall = recall_with(config, clock, space_id, embedder=KnnHashedEmbedder())
+    recall.warm(broken)
+    recall.warm(connect)
+    messages = [r.getMessage() for r in log_records if r.name == "chalie.memory"]
+    assert any("bit_index_not_read" in m for m in messages)
+    (read,) = [m for m in messages if "bit_index_read" in m]
+    assert "'items': 3" in read or '"items": 3' in read or "items=3" in read
+    recall_with(config, clock, space_id).warm(connect)  # hashed: no bit index, nothing read
+    assert len([m for m in (r.getMessage() for r in log_records) if "bit_index_read" in m]) == 1
 
 
 # --- recency and retrieval strength ---------------------------------------------------------------

@@ -9,6 +9,7 @@ import apsw
 import pytest
 
 from chalie.memory import fts
+from chalie.memory.bit_index import BitIndex
 from chalie.memory.embedders import HashedEmbedder
 from chalie.store import db, memory_writes, queries, retention, writes
 from chalie.store.memory_writes import EpisodeRow
@@ -78,19 +79,13 @@ def ids(conn: apsw.Connection, sql: str) -> set[int]:
 def test_old_covered_messages_go_with_their_fts_vector_and_strength_rows(
         writer: apsw.Connection) -> None:
     """A message older than transcript_days that an episode covers is deleted with its
-    full-text row, its vectors, its bit-index row and its retrieval strength."""
+    full-text row, its vectors (so the bit pass cannot find it) and its retrieval strength."""
     turn(writer, "old", "tomatoes need sun", "they do", at=OLD)
     turn(writer, "new", "peppers need water", "daily", at=NOW - DAY)
     space = embed_transcript(writer)
     with db.immediate(writer):
         memory_writes.record_recalls(writer, [mkey(Kind.TRANSCRIPT, 1)], OLD)
     cover(writer, upto=2)
-    # what embedding a covered message leaves: a vector, and no bit-index row (episodes stand
-    # for it), so put one back to see it go too
-    with db.immediate(writer):
-        writer.execute(f"INSERT INTO {memory_writes.vec_table(space)} (rowid, bits) "
-                       "VALUES (?, vec_quantize_binary(?))",
-                       (mkey(Kind.TRANSCRIPT, 1), HashedEmbedder().embed_one("x")))
 
     assert prune(writer, "transcript", CUTOFF) == 2
 
@@ -98,7 +93,7 @@ def test_old_covered_messages_go_with_their_fts_vector_and_strength_rows(
     assert ids(writer, "SELECT id FROM transcript") == {3, 4}
     assert not gone & ids(writer, "SELECT rowid FROM memory_fts")
     assert not gone & ids(writer, "SELECT mkey FROM vectors")
-    assert not gone & ids(writer, f"SELECT rowid FROM {memory_writes.vec_table(space)}")
+    assert not gone & set(BitIndex(space).nearest(writer, HashedEmbedder().embed_one("x"), 100))
     assert ids(writer, "SELECT mkey FROM memory_strength") == set()
     assert fts.search(writer, "tomatoes", 10) == []
     assert fts.search(writer, "peppers", 10) == [mkey(Kind.TRANSCRIPT, 3)]
