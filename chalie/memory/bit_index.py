@@ -28,6 +28,8 @@ import apsw
 import numpy as np
 import numpy.typing as npt
 
+from chalie.store import memory_queries as mq
+
 READ_BATCH = 8192  # vectors read and packed at a time when the index is (re)built
 MERGE_TAIL = 4096  # rows stored since the last merge before they join the main block
 REBUILD_DEAD = 0.2  # read the index again once this share of its rows is known to be gone
@@ -122,22 +124,16 @@ class BitIndex:
         self._dead = frozenset()
 
     def _catch_up(self, conn: apsw.Connection) -> None:
-        if self._upto:
-            row = conn.execute("SELECT mkey FROM vectors WHERE id = ?", (self._upto,)).fetchone()
-            if row is None or int(row[0]) != self._upto_key:
-                # The newest row read was deleted (ids after it may be given again) or its id
-                # holds another item: read everything again.
-                self._reset()
+        if self._upto and mq.vector_key(conn, self._upto) != self._upto_key:
+            # The newest row read was deleted (ids after it may be given again) or its id
+            # holds another item: read everything again.
+            self._reset()
         keys: list[int] = []
         vectors: list[bytes] = []
-        for rowid, key, vector in conn.execute(
-                # `+space_id`: by rowid, not by the (space_id, mkey) index, which would read
-                # every vector of the space to find the few new ones
-                "SELECT id, mkey, embedding FROM vectors WHERE id > ? AND +space_id = ? "
-                "ORDER BY id", (self._upto, self._space_id)):
-            keys.append(int(key))
+        for rowid, key, vector in mq.vectors_after(conn, self._space_id, self._upto):
+            keys.append(key)
             vectors.append(vector)
-            self._upto, self._upto_key = int(rowid), int(key)
+            self._upto, self._upto_key = rowid, key
             if len(vectors) == READ_BATCH:
                 self._add(keys, vectors)
                 keys, vectors = [], []

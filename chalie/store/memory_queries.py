@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import apsw
@@ -67,6 +67,24 @@ def newest(conn: apsw.Connection, limit: int) -> list[int]:
                          "ORDER BY id DESC LIMIT ?", (limit,))
     return [*(mkey(Kind.EPISODE, int(r[0])) for r in episodes.fetchall()),  # type: ignore[arg-type]
             *(mkey(Kind.KNOWLEDGE, int(r[0])) for r in facts.fetchall())]  # type: ignore[arg-type]
+
+
+def vector_key(conn: apsw.Connection, rowid: int) -> int | None:
+    """The memory key of the `vectors` row with this rowid, or None when it is gone."""
+    row = conn.execute("SELECT mkey FROM vectors WHERE id = ?", (rowid,)).fetchone()
+    return None if row is None else int(row[0])
+
+
+def vectors_after(conn: apsw.Connection, space_id: int,
+                  rowid: int) -> Iterator[tuple[int, int, bytes]]:
+    """(rowid, memory key, float32 vector) of the space's vectors stored after `rowid`, in
+    rowid order, read as they are iterated."""
+    # `+space_id`: by rowid, not by the (space_id, mkey) index, which would read every vector
+    # of the space to find the few new ones.
+    for found, key, vector in conn.execute(
+            "SELECT id, mkey, embedding FROM vectors WHERE id > ? AND +space_id = ? "
+            "ORDER BY id", (rowid, space_id)):
+        yield int(found), int(key), vector
 
 
 def similarities(conn: apsw.Connection, space_id: int, query: bytes,

@@ -293,12 +293,15 @@ def test_warming_reads_the_bit_index_before_the_first_recall(
     recall = recall_with(config, clock, space_id, embedder=KnnHashedEmbedder())
     recall.warm(broken)
     recall.warm(connect)
-    messages = [r.getMessage() for r in log_records if r.name == "chalie.memory"]
-    assert any("bit_index_not_read" in m for m in messages)
-    (read,) = [m for m in messages if "bit_index_read" in m]
-    assert "'items': 3" in read or '"items": 3' in read or "items=3" in read
+    logged = [(r.levelno, r.msg) for r in log_records
+              if r.name == "chalie.memory" and isinstance(r.msg, dict)]
+    assert [(level, e["event"], e["error"]) for level, e in logged
+            if e["event"] == "bit_index_not_read"] == [
+        (logging.WARNING, "bit_index_not_read", "CantOpenError('unable to open database file')")]
+    assert [e["items"] for _, e in logged if e["event"] == "bit_index_read"] == [3]
     recall_with(config, clock, space_id).warm(connect)  # hashed: no bit index, nothing read
-    assert len([m for m in (r.getMessage() for r in log_records) if "bit_index_read" in m]) == 1
+    assert len([r for r in log_records if isinstance(r.msg, dict)
+                and r.msg.get("event") == "bit_index_read"]) == 1
 
 
 # --- recency and retrieval strength ---------------------------------------------------------------
