@@ -187,7 +187,7 @@ def log_problems(events: Iterable[dict[str, Any]], limit: int = 5) -> dict[str, 
     return {"counts": counts, "samples": samples}
 
 
-def _stamp(event: dict[str, Any]) -> float:
+def stamp(event: dict[str, Any]) -> float:
     return datetime.fromisoformat(event["timestamp"]).timestamp()
 
 
@@ -201,11 +201,55 @@ def store_waits(events: Iterable[dict[str, Any]],
     for e in events:
         if "turn_id" in e and "timestamp" in e:
             if e.get("event") == "turn_finished":
-                finished[e["turn_id"]] = _stamp(e)
+                finished[e["turn_id"]] = stamp(e)
             elif e.get("event") == "turn_stored":
-                stored[e["turn_id"]] = _stamp(e)
+                stored[e["turn_id"]] = stamp(e)
     wanted = set(only) if only is not None else set(finished)
     return [stored[t] - f for t, f in finished.items() if t in stored and t in wanted]
+
+
+def turn_spans(events: list[dict[str, Any]], by_id: dict[str, dict[str, Any]],
+               ids: list[str]) -> dict[str, tuple[float, float]]:
+    """Per measured turn: (receipt, stored) as wall-clock times from the log: the stored
+    time of its turn_stored line, less its response_time_s."""
+    stored = {e["turn_id"]: stamp(e) for e in events
+              if e.get("event") == "turn_stored" and "turn_id" in e and "timestamp" in e}
+    return {t: (stored[t] - by_id[t]["response_time_s"], stored[t])
+            for t in ids if t in stored and t in by_id}
+
+
+def context_seconds(events: list[dict[str, Any]], ids: list[str]) -> list[float]:
+    """Per measured turn, seconds from turn_started to context_ready (identity, history and
+    recall gathered on the worker pool), from the log timestamps."""
+    wanted = set(ids)
+    started: dict[str, float] = {}
+    ready: dict[str, float] = {}
+    for e in events:
+        if e.get("turn_id") in wanted and "timestamp" in e:
+            if e.get("event") == "turn_started":
+                started[e["turn_id"]] = stamp(e)
+            elif e.get("event") == "context_ready":
+                ready.setdefault(e["turn_id"], stamp(e))
+    return [ready[t] - s for t, s in started.items() if t in ready]
+
+
+def encodings(events: list[dict[str, Any]]) -> list[tuple[float, float]]:
+    """(start, end) of every encoding: encoding_started to its episodes_stored (or to the
+    channel's next encoding_failed / encoding_skipped / episodes_not_stored)."""
+    spans = []
+    for n, e in enumerate(events):
+        if e.get("event") != "encoding_started" or "timestamp" not in e:
+            continue
+        end = None
+        for later in events[n + 1:]:
+            name = later.get("event")
+            if (name == "episodes_stored" and later.get("encoding_id") == e.get("encoding_id")) \
+                    or (name in ("encoding_failed", "encoding_skipped", "episodes_not_stored")
+                        and later.get("channel") == e.get("channel")):
+                end = stamp(later)
+                break
+        spans.append((stamp(e), end if end is not None else float("inf")))
+    return spans
 
 
 def cpu_seconds(pid: int) -> float | None:

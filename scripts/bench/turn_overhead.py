@@ -20,8 +20,13 @@ memory.encode_every_rows to N so episode encodings (the stub answers them instan
 schema-valid filler) run throughout the measured turns; the turns that overlapped one are
 reported on their own.
 
-    .venv/bin/python scripts/bench/turn_overhead.py [--turns 500] [--warmup 20]
-        [--prefill-episodes 10000 --prefill-messages 20000] [--reembed] [--encode-every 4]
+With --locomo CONVERSATION the store holds a LoCoMo conversation instead (imported and embedded
+as scripts/bench/locomo.py does), and the turns ask its questions. The server runs the shipped
+embedder unless --embedder says otherwise.
+
+    .venv/bin/python scripts/bench/turn_overhead.py [--turns 500] [--warmup 20] [--locomo 26]
+        [--prefill-episodes 10000 --prefill-messages 20000 --embedder hashed] [--reembed]
+        [--encode-every 4]
 """
 
 from __future__ import annotations
@@ -32,14 +37,16 @@ import shutil
 import sys
 import tempfile
 import time
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import _common
+import locomo
+import locomo_data as ld
 import recall as recall_bench
 from _common import emit, log_problems, progress, scrape, summary, turn_events
 
+from chalie.config_load import load_config
 from chalie.memory.embedders import HashedEmbedder
 from chalie.store import db
 from tests.integration.harness import Client, ServerProcess, StubLlm, wait_for
@@ -48,6 +55,7 @@ _common.quiet_logging()
 
 FIXED_TEXT = "benchmark turn {i}: what is the weather like?"
 OLD_SPACE = "hashed-bench-old"  # --reembed: the prefilled vectors' space, not the server's
+SHIPPED = load_config(None, env={}).memory  # config/chalie.toml's embedder, not the harness's
 
 
 def parse_args() -> argparse.Namespace:
@@ -74,21 +82,38 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--encode-every", type=int, default=0,
                         help="memory.encode_every_rows for the server (default 0: the "
                              "configured default)")
-    parser.add_argument("--embedder", default="hashed",
-                        help="memory.embedder for the server (default hashed; minilm builds "
-                             "its ONNX file in the run's data directory first)")
-    parser.add_argument("--embed-threads", type=int, default=1,
-                        help="memory.embed_threads, for --embedder minilm (default 1)")
+    parser.add_argument("--locomo", metavar="CONVERSATION",
+                        help="a LoCoMo conversation stored first (a file name in "
+                             f"{locomo.DEFAULT_DATA}, without .json: 26): imported with "
+                             "`chalie import` as scripts/bench/locomo.py does, every line "
+                             "embedded before the first turn; the turns ask its questions")
+    parser.add_argument("--embedder", default=SHIPPED.embedder,
+                        help=f"memory.embedder for the server (default {SHIPPED.embedder}, as "
+                             "shipped; minilm builds its ONNX file in the run's data "
+                             "directory first; hashed is what was measured before issue 22)")
+    parser.add_argument("--embed-threads", type=int, default=SHIPPED.embed_threads,
+                        help="memory.embed_threads, for --embedder minilm (default "
+                             f"{SHIPPED.embed_threads}, as shipped)")
     parser.add_argument("--pause-s", type=float, default=0.0,
                         help="seconds between one turn's done and the next message (default 0)")
-    parser.add_argument("--embed-precision", default="float32", choices=["float32", "int8"],
-                        help="memory.embed_precision, for --embedder minilm (default float32)")
+    parser.add_argument("--embed-precision", default=SHIPPED.embed_precision,
+                        choices=["float32", "int8"],
+                        help="memory.embed_precision, for --embedder minilm (default "
+                             f"{SHIPPED.embed_precision}, as shipped)")
     parser.add_argument("--no-match-share", type=float, default=0.2,
                         help="with a prefill, share of questions without any stored word (0.2)")
     parser.add_argument("--random-seed", type=int, default=1)
     args = parser.parse_args()
     if args.reembed and not (args.prefill_episodes or args.prefill_messages):
         parser.error("--reembed needs a prefill (--prefill-episodes, --prefill-messages)")
+    if (args.prefill_episodes or args.prefill_messages) and not args.reembed \
+            and args.embedder != HashedEmbedder.kind:
+        parser.error("--prefill-* stores hashed vectors: add --embedder hashed (or --reembed, "
+                     "and the server embeds it all again)")
+    if args.locomo and (args.prefill_episodes or args.prefill_messages):
+        parser.error("--locomo stores a conversation of its own: leave out --prefill-*")
+    if args.locomo and not (locomo.DEFAULT_DATA / f"{args.locomo}.json").is_file():
+        parser.error(f"--locomo: no {args.locomo}.json in {locomo.DEFAULT_DATA}")
     return args
 
 
@@ -188,8 +213,19 @@ def run(args: argparse.Namespace) -> Run:
             progress(f"prefilled in {out.prefill['seconds']}s "
                      f"({out.prefill['db_mib']} MiB)")
             texts = [q for q, _ in fill.questions(total, args.no_match_share)]
+        conversation = None
+        if args.locomo:
+            conversation = ld.load(locomo.DEFAULT_DATA / f"{args.locomo}.json")
+            progress(f"importing LoCoMo conversation {args.locomo} "
+                     f"({len(conversation.lines)} lines)")
+            locomo.chalie_import(server, conversation, workdir)
+            asked = [q.text for q in conversation.questions]
+            texts = [asked[i % len(asked)] for i in range(total)]  # again from the first
         out.sample_texts = texts[args.warmup:args.warmup + 3]
         server.start()
+        if conversation is not None:
+            lines = len(conversation.lines)
+            wait_for(lambda: locomo.embedded(server.url, lines), locomo.EMBED_TIMEOUT_S)
         client = server.connect(deltas=True)
         assert server.proc is not None
         cpu0 = _common.cpu_seconds(server.proc.pid)
@@ -214,54 +250,6 @@ def run(args: argparse.Namespace) -> Run:
         stub.close()
         shutil.rmtree(workdir, ignore_errors=True)
     return out
-
-
-def _stamp(event: dict[str, Any]) -> float:
-    return datetime.fromisoformat(event["timestamp"]).timestamp()
-
-
-def turn_spans(events: list[dict[str, Any]], by_id: dict[str, dict[str, Any]],
-               ids: list[str]) -> dict[str, tuple[float, float]]:
-    """Per measured turn: (receipt, stored) as wall-clock times from the log: the stored
-    time of its turn_stored line, less its response_time_s."""
-    stored = {e["turn_id"]: _stamp(e) for e in events
-              if e.get("event") == "turn_stored" and "turn_id" in e and "timestamp" in e}
-    return {t: (stored[t] - by_id[t]["response_time_s"], stored[t])
-            for t in ids if t in stored and t in by_id}
-
-
-def context_seconds(events: list[dict[str, Any]], ids: list[str]) -> list[float]:
-    """Per measured turn, seconds from turn_started to context_ready (identity, history and
-    recall gathered on the worker pool), from the log timestamps."""
-    wanted = set(ids)
-    started: dict[str, float] = {}
-    ready: dict[str, float] = {}
-    for e in events:
-        if e.get("turn_id") in wanted and "timestamp" in e:
-            if e.get("event") == "turn_started":
-                started[e["turn_id"]] = _stamp(e)
-            elif e.get("event") == "context_ready":
-                ready.setdefault(e["turn_id"], _stamp(e))
-    return [ready[t] - s for t, s in started.items() if t in ready]
-
-
-def encodings(events: list[dict[str, Any]]) -> list[tuple[float, float]]:
-    """(start, end) of every encoding: encoding_started to its episodes_stored (or to the
-    channel's next encoding_failed / encoding_skipped / episodes_not_stored)."""
-    spans = []
-    for n, e in enumerate(events):
-        if e.get("event") != "encoding_started" or "timestamp" not in e:
-            continue
-        end = None
-        for later in events[n + 1:]:
-            name = later.get("event")
-            if (name == "episodes_stored" and later.get("encoding_id") == e.get("encoding_id")) \
-                    or (name in ("encoding_failed", "encoding_skipped", "episodes_not_stored")
-                        and later.get("channel") == e.get("channel")):
-                end = _stamp(later)
-                break
-        spans.append((_stamp(e), end if end is not None else float("inf")))
-    return spans
 
 
 def subset(found: dict[str, dict[str, Any]], ids: list[str],
@@ -291,14 +279,14 @@ def background_figures(args: argparse.Namespace, r: Run, by_id: dict[str, dict[s
     that ran while the background work did."""
     found_ids = [t for t in r.measured_ids if t in by_id]
     rtt = dict(zip(r.measured_ids, r.client_rtt, strict=True))
-    spans = turn_spans(r.events, by_id, found_ids)
+    spans = _common.turn_spans(r.events, by_id, found_ids)
     out: dict[str, Any] = {}
     end = r.metrics_end
     if args.reembed:
-        stale = [_stamp(e) for e in r.events if e.get("event") == "vector_space_stale"]
+        stale = [_common.stamp(e) for e in r.events if e.get("event") == "vector_space_stale"]
         caught_up = min(stale) if stale else float("inf")
         during = [t for t in found_ids if t in spans and spans[t][1] < caught_up]
-        drops = [_stamp(e) for e in r.events if e.get("event") == "vector_space_dropped"]
+        drops = [_common.stamp(e) for e in r.events if e.get("event") == "vector_space_dropped"]
         dropped = min(drops) if drops else float("inf")
         dropping = [t for t in found_ids if t in spans and spans[t][1] >= caught_up
                     and spans[t][0] < dropped]
@@ -317,7 +305,7 @@ def background_figures(args: argparse.Namespace, r: Run, by_id: dict[str, dict[s
             "while_dropping_old_space": subset(by_id, dropping, rtt),
         }
     if args.encode_every > 0:
-        busy = encodings(r.events)
+        busy = _common.encodings(r.events)
         during = [t for t in found_ids if t in spans and any(
             spans[t][0] < b_end and spans[t][1] > b_start for b_start, b_end in busy)]
         out["encoding"] = {
@@ -362,11 +350,13 @@ def main() -> int:
          "prefill_episodes": args.prefill_episodes, "prefill_messages": args.prefill_messages,
          "prefill_facts": args.prefill_facts if prefilled else 0,
          "prefill_channels": args.prefill_channels if prefilled else 0,
+         "locomo": args.locomo,
          "reembed": args.reembed, "encode_every": args.encode_every,
          "embedder": args.embedder, "embed_precision": args.embed_precision,
          "embed_threads": args.embed_threads, "pause_s": args.pause_s,
-         "turn_text": (f"questions about stored words ({args.no_match_share:.0%} without one)"
-                       if prefilled else FIXED_TEXT),
+         "turn_text": (f"LoCoMo conversation {args.locomo}'s questions" if args.locomo
+                       else f"questions about stored words ({args.no_match_share:.0%} without "
+                            "one)" if prefilled else FIXED_TEXT),
          "random_seed": args.random_seed},
         turns_measured=len(found),
         stopped_early=r.stopped_early,
@@ -378,7 +368,7 @@ def main() -> int:
         client_first_delta_s=summary(r.first_delta),
         client_after_server_s=summary(after_finish),
         server_store_wait_s=summary(_common.store_waits(r.events, r.measured_ids)),
-        server_context_s=summary(context_seconds(r.events, r.measured_ids)),
+        server_context_s=summary(_common.context_seconds(r.events, r.measured_ids)),
         turns_per_s=round(len(r.client_rtt) / r.wall, 1) if r.wall > 0 else None,
         server_cpu_s_per_turn=round(r.server_cpu_s, 5) if r.server_cpu_s is not None else None,
         error_frames=r.frame_errors,
