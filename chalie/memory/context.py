@@ -37,7 +37,8 @@ MEMORY_ITEM_CHARS = 600  # a recalled message longer than this is shown cut, wit
 # Recall is asked for at most one item per this many tokens of the memory section's budget
 # (and at most memory.recall_k): few items are shorter, so the section can fill.
 MEMORY_ITEM_TOKENS = 20
-# The best recalled items (not their neighbours) whose retrieval strength the turn reinforces:
+# The best recalled items (not their neighbours) whose retrieval strength the turn reinforces,
+# and whose words tell whether the answer used what recall found (chalie.cognition.mind.judge):
 # a memory section filled to its budget holds many items that only came along.
 REINFORCED = 12
 _encode = msgspec.json.encode
@@ -63,7 +64,7 @@ class TurnContext(msgspec.Struct, frozen=True):
     degraded: str | None = None
     world: str = ""  # the fenced world-state section, or "" when no signal is salient
     vector: bytes | None = None  # the message's embedding, when recall made one
-    recalled_texts: tuple[str, ...] = ()  # the texts of the items in the memory section
+    recalled_texts: tuple[str, ...] = ()  # the texts of the items of `recalled`
     worlds: int = 0  # signals in the world-state section
     situation: str = ""  # where the conversation stands and the drift gists: every turn anew
     history_from: int = 0  # transcript id of the history's first line (0: no history)
@@ -154,6 +155,7 @@ def build(
         log.exception("recall_failed")
         found = Recalled((), degraded=f"recall failed: {e!r}")
     kept, memory_used = _fill(prompts, redact, tokens, found.hits, memory_budget)
+    best = sorted((h for h, _ in kept if h.beside is None), key=lambda h: -h.score)[:REINFORCED]
     person = "\n".join(p.value for p in fitted.identity[1:]) or f("identity_empty")
     kept_world = [p.value for p in fitted.state if p is not current_state and p is not situation]
     return TurnContext(
@@ -164,8 +166,7 @@ def build(
         memory=_memory_text(prompts, kept),
         history=tuple(p.value for p in history),
         tools=tuple(p.value for p in fitted.tools),  # type: ignore[misc]
-        recalled=tuple(hit.item.mkey for hit in sorted(
-            (h for h, _ in kept if h.beside is None), key=lambda h: -h.score)[:REINFORCED]),
+        recalled=tuple(hit.item.mkey for hit in best),
         history_upto=upto,
         tokens={"identity": assembly.used(fitted.identity), "state": assembly.used(fitted.state),
                 "memory": memory_used, "tools": assembly.used(fitted.tools),
@@ -173,7 +174,7 @@ def build(
                 "memory_budget": memory_budget},
         degraded=found.degraded,
         vector=found.vector,
-        recalled_texts=tuple(hit.item.text for hit, _ in kept),
+        recalled_texts=tuple(hit.item.text for hit in best),
         worlds=len(kept_world),
         history_from=history[0].value.id if history else 0,
         memory_fill=min(1.0, memory_used / budgets.memory) if budgets.memory > 0 else 0.0,

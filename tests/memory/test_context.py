@@ -74,8 +74,12 @@ def test_recall_fills_the_memory_budget_with_more_than_a_fixed_count(
     assert left > 0
     assert ctx.tokens["history"] < line_by_line
     assert ctx.tokens["memory_budget"] == share + left
-    assert 12 < len(ctx.recalled_texts) <= 90
+    boat_lines = [line for line in ctx.memory.splitlines() if "the boat needed" in line]
+    assert 12 < len(boat_lines) <= 90
     assert len(ctx.recalled) == 12  # the best dozen are reinforced, not all that came along
+    # ... and theirs are the words the answer is checked against (did it use what was found?)
+    assert len(ctx.recalled_texts) == 12
+    assert all("the boat needed" in text for text in ctx.recalled_texts)
     assert share < ctx.tokens["memory"] <= ctx.tokens["memory_budget"]
     assert ctx.memory_fill == 1.0  # of its own share
 
