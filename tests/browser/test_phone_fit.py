@@ -20,7 +20,7 @@ from tests.browser.conftest import (
     until,
     visible,
 )
-from tests.browser.test_reconnect import connection_state, offline
+from tests.browser.test_reconnect import cut_off
 from tests.integration.harness import Reply, ServerProcess, StubLlm, completion
 
 Shot = Callable[[WebDriver, str], Path]
@@ -59,9 +59,7 @@ def test_the_top_bar_is_one_row_on_a_phone_in_every_connection_state(
     assert one_row(browser)
     assert connected_height < 60, connected_height
     shot(browser, "connected")
-    try:
-        offline(browser, True)
-        until(browser, lambda d: connection_state(d) != "open", "the page to notice")
+    with cut_off(browser):
         assert header_height(browser) == connected_height
         assert one_row(browser)
         shot(browser, "offline")
@@ -71,8 +69,6 @@ def test_the_top_bar_is_one_row_on_a_phone_in_every_connection_state(
                 "document.getElementById('connection').textContent = arguments[0]", word)
             assert header_height(browser) == connected_height, word
             assert one_row(browser), word
-    finally:
-        offline(browser, False)
     connected(browser)
     assert header_height(browser) == connected_height
 

@@ -4,7 +4,8 @@ It reconnects on its own, resumes, and shows every exchange exactly once."""
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from selenium.webdriver.common.by import By
@@ -42,6 +43,24 @@ def offline(driver: WebDriver, cut: bool) -> None:
         "offline": cut, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1})
 
 
+@contextmanager
+def cut_off(driver: WebDriver) -> Iterator[None]:
+    """The page's network cut for the block, from the moment the page has noticed; back after
+    it, however the block ends."""
+    try:
+        offline(driver, True)
+        until(driver, lambda d: connection_state(d) != "open", "the page to notice")
+        yield
+    finally:
+        offline(driver, False)
+
+
+def stored(driver: WebDriver, server: ServerProcess) -> None:
+    """Wait until the server has stored a turn (its `turn_stored` log line)."""
+    until(driver, lambda _: any(e.get("event") == "turn_stored" for e in server.log_events()),
+          "the answer to be stored")
+
+
 def test_a_network_cut_mid_turn_loses_and_doubles_nothing(
     browser: WebDriver, server: ServerProcess, llm: StubLlm, hold: Holds, shot: Shot
 ) -> None:
@@ -53,15 +72,10 @@ def test_a_network_cut_mid_turn_loses_and_doubles_nothing(
     connected(browser)
     say(browser, "Think about this for a while")
     until(browser, lambda _: len(llm.requests) == 1, "the model's request")
-    try:
-        offline(browser, True)
-        until(browser, lambda d: connection_state(d) != "open", "the page to notice")
+    with cut_off(browser):
         shot(browser, "offline")
         held.set()
-        until(browser, lambda _: any(e.get("event") == "turn_stored"
-                                     for e in server.log_events()), "the answer to be stored")
-    finally:
-        offline(browser, False)
+        stored(browser, server)
     connected(browser)
     finished(browser)
     assert_once(browser, ["Think about this for a while"], ["Answered while you were away."])

@@ -9,7 +9,7 @@ from pathlib import Path
 from selenium.webdriver.remote.webdriver import WebDriver
 
 from tests.browser.conftest import Holds, connected, finished, login, say, until
-from tests.browser.test_reconnect import connection_state, offline
+from tests.browser.test_reconnect import cut_off, stored
 from tests.integration.harness import Reply, ServerProcess, StubLlm, completion
 
 Shot = Callable[[WebDriver, str], Path]
@@ -71,15 +71,10 @@ def test_a_network_cut_mid_answer_keeps_the_answer_whole(
 ) -> None:
     _, go_on = paused_answer(browser, server, llm, hold)
     browser.execute_script(WATCH)
-    try:
-        offline(browser, True)
-        until(browser, lambda d: connection_state(d) != "open", "the page to notice")
+    with cut_off(browser):
         shot(browser, "offline-mid-answer")
         go_on.set()  # type: ignore[attr-defined]
-        until(browser, lambda _: any(e.get("event") == "turn_stored"
-                                     for e in server.log_events()), "the answer to be stored")
-    finally:
-        offline(browser, False)
+        stored(browser, server)
     connected(browser)
     finished(browser)
     until(browser, lambda d: answers(d) == [ANSWER], "the whole answer, once")
