@@ -10,6 +10,7 @@ from __future__ import annotations
 import msgspec
 
 from chalie.llm.types import ChatRequest, Usage
+from chalie.values.memory import MemoryLine
 
 _encode = msgspec.json.encode
 
@@ -47,6 +48,10 @@ class PromptBudget:
     def fits(self, request: ChatRequest) -> bool:
         return self.tokens(request) <= self.limit
 
+    def excess(self, request: ChatRequest) -> int:
+        """By how many estimated tokens (before the ratio) `request` is over the limit."""
+        return max(0, raw_estimate(request) - int(self.limit / self._ratio))
+
     def calibrate(self, request: ChatRequest, usage: Usage) -> None:
         """Learn from the provider's count of a prompt we estimated."""
         if usage.estimated or usage.prompt_tokens <= 0:
@@ -54,3 +59,22 @@ class PromptBudget:
         estimate = raw_estimate(request)
         if estimate > 0:
             self._ratio = min(4.0, max(0.25, usage.prompt_tokens / estimate))
+
+
+def line_tokens(lines: tuple[MemoryLine, ...]) -> int:
+    """What memory lines take of a prompt, estimated as raw_estimate counts (each with its line
+    break; their days' headings not counted)."""
+    return (sum(len(line.text) + 1 for line in lines) + 3) // 4
+
+
+def shed(lines: tuple[MemoryLine, ...], tokens: int) -> tuple[MemoryLine, ...]:
+    """`lines` less the least relevant ones, until at least `tokens` (estimated) are freed; in
+    their order. A day's heading goes with its last line (its room is not counted)."""
+    dropped: set[int] = set()
+    chars = 0
+    for n in sorted(range(len(lines)), key=lambda n: lines[n].score):
+        if chars >= 4 * tokens:
+            break
+        dropped.add(n)
+        chars += len(lines[n].text) + 1
+    return tuple(line for n, line in enumerate(lines) if n not in dropped)

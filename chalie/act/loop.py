@@ -13,14 +13,19 @@ from collections.abc import Sequence
 
 import msgspec
 
+from chalie.act.budget import line_tokens, shed
 from chalie.llm.types import ChatRequest, ChatResponse, Message, ToolCall, ToolSpec
 from chalie.prompts import Prompts
 from chalie.store.effects import Effect
 from chalie.store.queries import HistoryLine
 from chalie.values.images import Image
+from chalie.values.memory import MemoryLine, memory_text
 
 REPEAT_LIMIT = 3  # the same call this many times in a row ends the loop
 MAX_RESTARTS = 2  # compaction stage 2 at most this often per turn
+# When a request would not fit, recalled memory gives back at least this share of the tokens
+# it held at the start of the turn, so that the next tool results fit without another cut.
+YIELD_SHARE = 0.25
 
 
 class ToolRecord(msgspec.Struct, frozen=True):
@@ -136,6 +141,9 @@ class ActLoop:
             = None
         self.images: tuple[Image, ...] = ()  # the person's images: every request carries them
         self._repeated: tuple[ToolCall, ...] = ()  # calls dropped as repeats, not yet answered
+        self._memory_lines: tuple[MemoryLine, ...] = ()  # `_memory` line by line (use_context)
+        self._memory_start = 0  # their estimated tokens before any gave room back
+        self.memory_yielded = 0  # memory lines dropped to make room this turn
 
     @property
     def system(self) -> str:
@@ -247,16 +255,34 @@ class ActLoop:
 
     def use_context(self, *, identity: str, state: str, memory: str,
                     history: Sequence[HistoryLine], tools: tuple[ToolSpec, ...],
-                    world: str = "", situation: str = "") -> None:
-        """The turn's context, gathered and fitted before the first request."""
+                    world: str = "", situation: str = "",
+                    memory_lines: tuple[MemoryLine, ...] = ()) -> None:
+        """The turn's context, gathered and fitted before the first request. `memory_lines`:
+        the memory section line by line (`memory` rendered), when it may give room back."""
         self._identity = identity
         self._system = self._render_system()
         self._world = world
         self.state = state
         self._situation = situation
         self._memory = memory
+        self._memory_lines = memory_lines
+        self._memory_start = line_tokens(memory_lines)
         self.history = tuple(history)
         self._tools = tools
+
+    def yield_memory(self, tokens: int) -> int:
+        """Give the turn's own words room that recalled memory held: drop memory lines, the
+        least relevant first, until at least `tokens` (estimated) are free, and at least
+        YIELD_SHARE of what the section held at the start of the turn. What the person said and
+        this turn's tool results count for more than what recall guessed might matter, and
+        dropping lines costs no LLM call. Returns the lines dropped (0: no memory left)."""
+        if not self._memory_lines:
+            return 0
+        kept = shed(self._memory_lines, max(tokens, round(self._memory_start * YIELD_SHARE)))
+        dropped = len(self._memory_lines) - len(kept)
+        self._memory_lines, self._memory = kept, memory_text(kept)
+        self.memory_yielded += dropped
+        return dropped
 
     def note(self, fragment: str, **values: object) -> None:
         """A note of the loop's own in the trail, from a note_* fragment."""

@@ -139,7 +139,7 @@ class TurnDriver:
                 and not d.governor.has_room(self.policy.path):
             self.finish("cancelled", error=PAUSED, paused=True)
             return
-        request = turn.loop.request()
+        request = self._side.fitted(turn)
         if not turn.budget.fits(request) and self._side.compact(turn, request):
             return
         if turn.loop.answer_forced and not turn.responding_sent:

@@ -2,8 +2,9 @@
 its loop before it goes on.
 
 - Compaction (spec/message-flow.md, Mid-ACT Compaction): a request that would not fit is shrunk
-  first: stage 1 summarises the tool trail, stage 2 restarts the loop from a new Current State
-  (which the host may keep as the channel's).
+  first: recalled memory gives its room back (no LLM call), then stage 1 summarises the tool
+  trail, stage 2 restarts the loop from a new Current State (which the host may keep as the
+  channel's).
 - The critic (spec/message-flow-v1.md, Post-action critic verification): on an attended turn, a
   consequential call's result is checked against what the person asked for, when it is on.
 
@@ -36,6 +37,19 @@ class SideCalls:
         self._d = deps
 
     # -- compaction --
+
+    def fitted(self, turn: Turn) -> ChatRequest:
+        """The turn's next request, with recalled memory giving room back (the least relevant
+        lines first) while it would not fit: the trail and the message come before what recall
+        guessed, and this costs no LLM call. What still does not fit is compacted (`compact`)."""
+        request = turn.loop.request()
+        while not turn.budget.fits(request) \
+                and (dropped := turn.loop.yield_memory(turn.budget.excess(request))):
+            before = turn.budget.tokens(request)
+            request = turn.loop.request()
+            log.info("memory_yielded", lines=dropped, before=before,
+                     after=turn.budget.tokens(request), limit=turn.budget.limit)
+        return request
 
     def compact(self, turn: Turn, request: ChatRequest) -> bool:
         """Start the next compaction stage for an oversized request; False if none is left."""

@@ -145,7 +145,7 @@ class PathActor(SupervisedActor, abc.ABC):
         assert turn is not None
         turn.loop.use_context(identity=ctx.identity, state=ctx.state, memory=ctx.memory,
                               history=ctx.history, tools=ctx.tools, world=ctx.world,
-                              situation=ctx.situation)
+                              situation=ctx.situation, memory_lines=ctx.memory_lines)
         turn.history_upto = ctx.history_upto
         turn.recalled = ctx.recalled
         self._driver.ask()

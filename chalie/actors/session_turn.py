@@ -186,7 +186,7 @@ def use_context(turn: Turn, ready: ContextReady) -> None:
     ctx = ready.context
     turn.loop.use_context(identity=ctx.identity, state=ctx.state, memory=ctx.memory,
                           history=ctx.history, tools=ctx.tools, world=ctx.world,
-                          situation=ctx.situation)
+                          situation=ctx.situation, memory_lines=ctx.memory_lines)
     turn.history_upto = ctx.history_upto
     turn.recalled = ctx.recalled
     if isinstance(turn.cognition, TurnCognition):

@@ -1,7 +1,8 @@
 """Budgeted context assembly: plain arithmetic over token counts, no I/O.
 
-The share `context.reply_reserve` of the context window is kept free for the person's message,
-the turn's tool trail and the answer. The rest is divided among five sections by their shares
+The share `context.reply_reserve` of the context window is kept free for the person's message
+and the answer (the turn's tool trail takes its room from memory first: chalie.act.loop's
+yield_memory). The rest is divided among five sections by their shares
 (identity, state and world, memory, tools, history). A section over its budget drops its least
 relevant whole items, never half of one. Identity, state and tools lend what they leave unused
 to the history, which is fitted last and drops its oldest lines a block at a time, so that its

@@ -27,7 +27,7 @@ from chalie.store import memory_queries as mq
 from chalie.store import queries
 from chalie.store.effects import RememberFact
 from chalie.store.queries import Checkpoint, HistoryLine
-from chalie.values.memory import Item, Kind, knowledge_text, mkey
+from chalie.values.memory import Item, Kind, MemoryLine, knowledge_text, memory_text, mkey
 from chalie.world.signals import Salient
 
 log = structlog.get_logger("chalie.memory")
@@ -69,6 +69,7 @@ class TurnContext(msgspec.Struct, frozen=True):
     situation: str = ""  # where the conversation stands and the drift gists: every turn anew
     history_from: int = 0  # transcript id of the history's first line (0: no history)
     memory_fill: float = 0.0  # the share of the memory section's budget recall filled
+    memory_lines: tuple[MemoryLine, ...] = ()  # `memory` line by line, to give room back
 
 
 def build(
@@ -156,6 +157,9 @@ def build(
         found = Recalled((), degraded=f"recall failed: {e!r}")
     kept, memory_used = _fill(prompts, redact, tokens, found.hits, memory_budget)
     best = sorted((h for h, _ in kept if h.beside is None), key=lambda h: -h.score)[:REINFORCED]
+    headings: dict[str, str] = {}
+    lines = tuple(MemoryLine(_heading(prompts, headings, hit.item.created_at), line, hit.score)
+                  for hit, line in kept)
     person = "\n".join(p.value for p in fitted.identity[1:]) or f("identity_empty")
     kept_world = [p.value for p in fitted.state if p is not current_state and p is not situation]
     return TurnContext(
@@ -163,7 +167,8 @@ def build(
         state=current_state.value if current_state is not None else "",
         situation=situation.value if situation is not None else "",
         world=f("world_state", items="\n".join(kept_world)) if kept_world else "",
-        memory=_memory_text(prompts, kept),
+        memory=memory_text(lines),
+        memory_lines=lines,
         history=tuple(p.value for p in history),
         tools=tuple(p.value for p in fitted.tools),  # type: ignore[misc]
         recalled=tuple(hit.item.mkey for hit in best),
@@ -297,22 +302,18 @@ def _day(at: float) -> str:
     return _day_of(int(at // 86400))
 
 
+def _heading(prompts: Prompts, headings: dict[str, str], at: float) -> str:
+    """The heading of the day of `at` (made once a day in `headings`)."""
+    day = _day(at)
+    if (heading := headings.get(day)) is None:
+        heading = headings[day] = prompts.fragment("recalled_day", date=day)
+    return heading
+
+
 @functools.lru_cache(maxsize=4096)
 def _day_of(day: int) -> str:
     """The date (UTC) of a day counted from the epoch: a turn shows a hundred items or more."""
     return datetime.fromtimestamp(day * 86400, UTC).strftime("%Y-%m-%d")
-
-
-def _memory_text(prompts: Prompts, kept: list[tuple[Hit, str]]) -> str:
-    """The memory section: the kept items in the order they were said, each day's once."""
-    lines: list[str] = []
-    day = None
-    for hit, line in kept:
-        if (said := _day(hit.item.created_at)) != day:
-            day = said
-            lines.append(prompts.fragment("recalled_day", date=said))
-        lines.append(line)
-    return "\n".join(lines)
 
 
 WORLD_CONTENT_CHARS = 500

@@ -72,3 +72,26 @@ def episode_text(gist: str, intent: str, outcome: str, entities: list[str],
 
 def knowledge_text(key: str, value: str) -> str:
     return f"{key}: {value}"
+
+
+class MemoryLine(msgspec.Struct, frozen=True):
+    """One recalled item as a prompt's memory section shows it: the heading of the day it was
+    said (each day's shown once, above its items), its line, and the relevance it was recalled
+    with, by which the turn's own tool trail takes the least relevant lines' room first."""
+
+    day: str
+    text: str
+    score: float
+
+
+def memory_text(lines: tuple[MemoryLine, ...] | list[MemoryLine]) -> str:
+    """The memory section: the lines in the order given (the order they were said), each day's
+    heading above the first of its lines."""
+    out: list[str] = []
+    day = None
+    for line in lines:
+        if line.day != day:
+            day = line.day
+            out.append(day)
+        out.append(line.text)
+    return "\n".join(out)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from chalie.act.budget import PromptBudget, raw_estimate
+from chalie.act.budget import PromptBudget, line_tokens, raw_estimate, shed
 from chalie.llm.types import ChatRequest, Message, ToolSpec, Usage
+from chalie.values.memory import MemoryLine, memory_text
 
 MEMORY = ToolSpec("memory", "facts", {"type": "object"})
 
@@ -71,3 +72,35 @@ def test_usage_without_a_real_prompt_count_does_not_calibrate(usage: Usage) -> N
     budget = PromptBudget(1000, 1.0)
     budget.calibrate(request_of(100), usage)
     assert budget.tokens(request_of(100)) == 100
+
+
+def test_excess_is_what_must_go_for_a_request_to_fit() -> None:
+    """excess() counts plain estimated tokens (before the learned ratio) over the limit."""
+    budget = PromptBudget(100, 1.0)
+    assert [budget.excess(request_of(n)) for n in (90, 100, 130)] == [0, 0, 30]
+    budget.calibrate(request_of(100), Usage(200, 5, 205))  # real tokens are twice the estimate
+    assert budget.excess(request_of(60)) == 10
+    assert budget.fits(request_of(50))
+    assert not budget.fits(request_of(51))
+
+
+def lines(*scores: float) -> tuple[MemoryLine, ...]:
+    return tuple(MemoryLine(f"On 2026-01-0{1 + n // 2}:", f"- line {n} " + "x" * 30, s)
+                 for n, s in enumerate(scores))
+
+
+def test_shed_drops_the_least_relevant_lines_until_enough_room_is_free() -> None:
+    """Lines go by their score, lowest first, until the tokens asked for are free; the rest keep
+    their order; days' headings go with their last line."""
+    recalled = lines(0.9, 0.1, 0.5, 0.3, 0.7)  # each line is 39 characters and its break
+    assert line_tokens(recalled) == 50
+    assert line_tokens(recalled[:1]) == 10
+    assert shed(recalled, 0) == recalled
+    assert shed(recalled, 1) == (recalled[0], recalled[2], recalled[3], recalled[4])
+    assert shed(recalled, 11) == (recalled[0], recalled[2], recalled[4])
+    assert shed(recalled, 30) == (recalled[0], recalled[4])
+    assert shed(recalled, 31) == (recalled[0],)
+    assert shed(recalled, 500) == ()
+    assert memory_text(shed(recalled, 11)) == "\n".join([
+        "On 2026-01-01:", recalled[0].text, "On 2026-01-02:", recalled[2].text,
+        "On 2026-01-03:", recalled[4].text])

@@ -10,6 +10,7 @@ from chalie.llm.types import ChatRequest, ChatResponse, ToolCall, ToolSpec, Usag
 from chalie.prompts import Prompts
 from chalie.store.effects import RememberFact
 from chalie.store.queries import HistoryLine
+from chalie.values.memory import MemoryLine, memory_text
 
 PROMPTS = Prompts.load()
 FINAL = PROMPTS.render("act_final")
@@ -263,3 +264,28 @@ def test_pending_effects_are_collected_in_call_order() -> None:
     loop.record(tool_call(), "no effect", is_error=False, duration_ms=1.0)
     loop.record(tool_call(), "ok", is_error=False, duration_ms=1.0, effects=tuple(facts[2:]))
     assert loop.pending_effects() == tuple(facts)
+
+
+def test_memory_gives_room_back_least_relevant_first_and_a_quarter_at_least() -> None:
+    """yield_memory drops memory lines by relevance, at least a quarter of the section's room at
+    the start of the turn however little is asked, and re-renders the section; with no lines
+    left (or none given) it gives nothing."""
+    lines = tuple(MemoryLine(f"On 2024-04-0{1 + n // 4}:", f"- said {n} " + "y" * 30, score)
+                  for n, score in enumerate([0.8, 0.2, 0.6, 0.4, 0.9, 0.1, 0.7, 0.3]))
+    loop = make_loop()
+    loop.use_context(identity="", state="", memory=memory_text(lines), history=(),
+                     tools=(MEMORY,), memory_lines=lines)
+    assert "\n- said 5 " in user_message(loop.request())
+    assert loop.yield_memory(1) == 2  # a quarter of 8 lines of equal length
+    text = user_message(loop.request())
+    assert "- said 5 " not in text
+    assert "- said 1 " not in text
+    assert memory_text((lines[0], lines[2], lines[3], lines[4], lines[6], lines[7])) in text
+    assert loop.yield_memory(40) == 4  # 40 tokens: four lines of ten
+    assert memory_text((lines[0], lines[4])) in user_message(loop.request())
+    assert (loop.yield_memory(1), loop.yield_memory(1), loop.memory_yielded) == (2, 0, 8)
+    assert "# What you remember that may matter here\n\n(nothing relevant stored)" in \
+        user_message(loop.request())
+    seeded = make_loop(memory="- a recalled line")
+    assert seeded.yield_memory(100) == 0
+    assert "- a recalled line" in user_message(seeded.request())

@@ -4,8 +4,8 @@ loop restarts; after a turn, a history too big for the next prompt is checkpoint
 backstop. A long history alone never overflows: the context budget drops its oldest lines.
 
 Sizes were measured with chalie.act.budget.raw_estimate: with llm.context_window 900 the budget
-is 720 tokens (act.compaction_threshold 0.8) and the prompt's sections share 585 of them
-(context.reply_reserve 0.35); a bare first request is about 520."""
+is 720 tokens (act.compaction_threshold 0.8) and the prompt's sections share 675 of them
+(context.reply_reserve 0.25); a bare first request is about 520."""
 
 from __future__ import annotations
 
@@ -117,7 +117,7 @@ def test_a_history_over_its_budget_keeps_its_newest_lines_without_compacting(
     out whole (recall can still find them) and the model is asked at once, with no compaction."""
     provider = Uncalibrated([answer("Start with the compost.", 90, 5)])
     tree = start_tree(provider, llm=WINDOW)
-    seed_history(tree, topics(4, 15))
+    said = seed_history(tree, topics(4, 15))
     tree.chat("what should I do first?")
     frames = tree.outbox.wait_for_type("done")
     assert shape(frames) == [("status", 1), ("status", 2), ("message", 3), ("done", 4)]
@@ -128,7 +128,9 @@ def test_a_history_over_its_budget_keeps_its_newest_lines_without_compacting(
     history = prompt(request).split("# Conversation so far\n\n")[1].split("\n\n# ")[0]
     assert "Garden topic 3 is about this." in history  # the newest answer is kept
     assert "garden topic 0" not in history  # the oldest lines are not
-    assert not history.startswith("You:")  # lines go whole, never half an exchange's line
+    # Lines go whole: the history is the conversation's end from the start of one of its lines.
+    assert said.endswith(history.rstrip("\n"))
+    assert history.startswith(("Person: ", "You: "))
     assert tree.rows("SELECT count(*) FROM compactions") == [(0,)]
     assert tree.rows("SELECT count(*) FROM checkpoints") == [(0,)]
 
@@ -203,3 +205,37 @@ def test_history_too_big_after_a_turn_is_checkpointed_by_the_backstop(start_tree
     assert f"# Current State\n\n{recap}\n\n" in next_prompt
     assert "# Conversation so far\n\n(none since)\n\n" in next_prompt
     assert essay.strip() not in next_prompt
+
+
+def memory_of(request: ChatRequest) -> list[str]:
+    """The lines of a request's memory section."""
+    section = prompt(request).split("# What you remember that may matter here\n\n")[1]
+    return section.split("\n\n# ")[0].splitlines()
+
+
+def test_a_trail_takes_room_from_recalled_memory_before_it_is_summarised(
+    start_tree: Any,
+) -> None:
+    """A tool result that would not fit beside the recalled memory takes the room of the least
+    relevant memory lines (here the answers recalled beside the person's lines, at half their
+    score): the model is asked again at once, with no summarising call, the trail whole."""
+    provider = Uncalibrated([calls(PLAN_CALL), answer("Saved your plan.")])
+    tree = start_tree(provider, llm={"context_window": 1600}, act={"history_turns": 1})
+    seed_history(tree, [(f"The plumber came on day {i} about the leak under bed {i}.",
+                         f"Noted: day {i}, bed {i}.") for i in range(40)])
+    tree.chat("please remember my plan for the plumber and the leak")
+    frames = tree.outbox.wait_for_type("done")
+    assert frames[-2]["blocks"] == [{"type": "text", "text": "Saved your plan."}]
+    first, last = provider.requests  # no compaction call between them
+    recalled, kept = memory_of(first), memory_of(last)
+    freed = (len("\n".join(recalled)) - len("\n".join(kept))) // 4
+    limit = 1280  # llm.context_window * act.compaction_threshold
+    assert raw_estimate(first) <= limit >= raw_estimate(last)
+    assert raw_estimate(last) + freed > limit  # with all the memory it would not have fitted
+    assert any(line.startswith("- you: ") for line in recalled)
+    assert kept[0] == "On 2020-09-13:"
+    assert set(kept) < set(recalled)
+    assert any(line.startswith("- The plumber came") for line in kept)
+    assert not any(line.startswith("- you: ") for line in kept)
+    assert prompt(last).endswith(f"-> remembered plan: {PLAN.strip()}")
+    assert tree.rows("SELECT count(*) FROM compactions") == [(0,)]

@@ -17,10 +17,10 @@ from chalie.llm.types import estimate_tokens
 from chalie.memory import assembly, context
 from chalie.memory.context import ContextSettings, TurnContext
 from chalie.memory.embedders import HashedEmbedder
-from chalie.memory.recall import Recall
+from chalie.memory.recall import NEIGHBOUR_WEIGHT, Recall
 from chalie.prompts import Prompts
 from chalie.store import db, memory_writes
-from chalie.values.memory import Kind
+from chalie.values.memory import Kind, memory_text
 
 SHARES = {"identity": 0.15, "state": 0.10, "memory": 0.30, "tools": 0.20, "history": 0.25}
 DAY_S = 86400.0
@@ -135,6 +135,12 @@ def test_a_recalled_line_comes_with_the_lines_said_around_it(
         say(writer, f"filler line {n} about lunch", at=clock.time() - 60 + n)
     ctx = build(writer, config, clock, "Which instrument did she pick up?")
     assert "the clarinet, I practise every evening" in ctx.memory
+    # Line by line (what gives room back when a turn needs it), the neighbour at half the score
+    # of the line it came beside.
+    assert memory_text(ctx.memory_lines) == ctx.memory
+    scores = {line.text.split(": ")[0]: line.score for line in ctx.memory_lines
+              if line.text.startswith(("- Melanie", "- Caroline"))}
+    assert scores["- Caroline"] == pytest.approx(scores["- Melanie"] * NEIGHBOUR_WEIGHT)
 
 
 def test_history_and_memory_never_hold_the_same_line(
