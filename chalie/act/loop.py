@@ -143,7 +143,6 @@ class ActLoop:
         self._repeated: tuple[ToolCall, ...] = ()  # calls dropped as repeats, not yet answered
         self._memory_lines: tuple[MemoryLine, ...] = ()  # `_memory` line by line (use_context)
         self._memory_start = 0  # their estimated tokens before any gave room back
-        self.memory_yielded = 0  # memory lines dropped to make room this turn
 
     @property
     def system(self) -> str:
@@ -281,7 +280,6 @@ class ActLoop:
         kept = shed(self._memory_lines, max(tokens, round(self._memory_start * YIELD_SHARE)))
         dropped = len(self._memory_lines) - len(kept)
         self._memory_lines, self._memory = kept, memory_text(kept)
-        self.memory_yielded += dropped
         return dropped
 
     def note(self, fragment: str, **values: object) -> None:
