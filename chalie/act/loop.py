@@ -24,8 +24,10 @@ from chalie.values.memory import MemoryLine, memory_text
 REPEAT_LIMIT = 3  # the same call this many times in a row ends the loop
 MAX_RESTARTS = 2  # compaction stage 2 at most this often per turn
 # When a request would not fit, recalled memory gives back at least this share of the tokens
-# it held at the start of the turn, so that the next tool results fit without another cut.
+# it held at the start of the turn, so that the next tool results fit without another cut;
+# its SPARED most relevant lines (the dozen the turn reinforces) go last.
 YIELD_SHARE = 0.25
+SPARED = 12
 
 
 class ToolRecord(msgspec.Struct, frozen=True):
@@ -270,14 +272,15 @@ class ActLoop:
         self._tools = tools
 
     def yield_memory(self, tokens: int) -> int:
-        """Give the turn's own words room that recalled memory held: drop memory lines, the
-        least relevant first, until at least `tokens` (estimated) are free, and at least
-        YIELD_SHARE of what the section held at the start of the turn. What the person said and
-        this turn's tool results count for more than what recall guessed might matter, and
-        dropping lines costs no LLM call. Returns the lines dropped (0: no memory left)."""
+        """Give the turn's own words room that recalled memory held (they count for more than
+        what recall guessed might matter): drop memory lines until at least `tokens` (estimated)
+        and YIELD_SHARE of the section's start are free, the last first (what comes before them
+        stays the same for a prefix cache), the SPARED most relevant last. No LLM call.
+        Returns the lines dropped (0: no memory left)."""
         if not self._memory_lines:
             return 0
-        kept = shed(self._memory_lines, max(tokens, round(self._memory_start * YIELD_SHARE)))
+        kept = shed(self._memory_lines, max(tokens, round(self._memory_start * YIELD_SHARE)),
+                    spare=SPARED)
         dropped = len(self._memory_lines) - len(kept)
         self._memory_lines, self._memory = kept, memory_text(kept)
         return dropped

@@ -77,7 +77,7 @@ def knowledge_text(key: str, value: str) -> str:
 class MemoryLine(msgspec.Struct, frozen=True):
     """One recalled item as a prompt's memory section shows it: the heading of the day it was
     said (each day's shown once, above its items), its line, and the relevance it was recalled
-    with, by which the turn's own tool trail takes the least relevant lines' room first."""
+    with (the most relevant lines give their room to the turn's own tool trail last)."""
 
     day: str
     text: str

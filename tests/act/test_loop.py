@@ -266,24 +266,31 @@ def test_pending_effects_are_collected_in_call_order() -> None:
     assert loop.pending_effects() == tuple(facts)
 
 
-def test_memory_gives_room_back_least_relevant_first_and_a_quarter_at_least() -> None:
-    """yield_memory drops memory lines by relevance, at least a quarter of the section's room at
-    the start of the turn however little is asked, and re-renders the section; with no lines
-    left (or none given) it gives nothing."""
-    lines = tuple(MemoryLine(f"On 2024-04-0{1 + n // 4}:", f"- said {n} " + "y" * 30, score)
-                  for n, score in enumerate([0.8, 0.2, 0.6, 0.4, 0.9, 0.1, 0.7, 0.3]))
+def test_memory_gives_room_back_from_its_end_sparing_its_best_lines() -> None:
+    """yield_memory drops memory lines from the end of the section (what comes before stays the
+    same for a prefix cache), sparing its dozen most relevant until no other is left, at least
+    a quarter of the section's room at the start of the turn however little is asked; with no
+    lines left (or none given) it gives nothing."""
+    # 20 lines of 41 characters with their breaks; scores a permutation: the 8 lowest are on
+    # lines 0, 1, 3, 6, 9, 12, 15 and 18.
+    lines = tuple(MemoryLine(f"On 2024-04-{1 + n // 4:02d}:", f"- said {n:02d} " + "y" * 30,
+                             (n * 7 % 20) / 20) for n in range(20))
     loop = make_loop()
     loop.use_context(identity="", state="", memory=memory_text(lines), history=(),
                      tools=(MEMORY,), memory_lines=lines)
-    assert "\n- said 5 " in user_message(loop.request())
-    assert loop.yield_memory(1) == 2  # a quarter of 8 lines of equal length
-    text = user_message(loop.request())
-    assert "- said 5 " not in text
-    assert "- said 1 " not in text
-    assert memory_text((lines[0], lines[2], lines[3], lines[4], lines[6], lines[7])) in text
-    assert loop.yield_memory(40) == 4  # 40 tokens: four lines of ten
-    assert memory_text((lines[0], lines[4])) in user_message(loop.request())
-    assert (loop.yield_memory(1), loop.yield_memory(1)) == (2, 0)  # the last two, then none
+
+    def said() -> list[int]:
+        text = user_message(loop.request())
+        return [n for n in range(20) if f"- said {n:02d} " in text]
+
+    assert said() == list(range(20))
+    assert loop.yield_memory(1) == 5  # a quarter: 5 lines of 41 characters
+    assert said() == [0, 1, 2, 3, 4, 5, 7, 8, 10, 11, 13, 14, 16, 17, 19]
+    assert memory_text(tuple(lines[n] for n in said())) in user_message(loop.request())
+    assert loop.yield_memory(1) == 5  # the last 3 others, then the 2 least relevant spared
+    assert said() == [2, 5, 8, 10, 11, 13, 14, 16, 17, 19]
+    assert loop.yield_memory(103) == 10  # more than the whole section is left
+    assert (said(), loop.yield_memory(1)) == ([], 0)
     assert "# What you remember that may matter here\n\n(nothing relevant stored)" in \
         user_message(loop.request())
     seeded = make_loop(memory="- a recalled line")
