@@ -67,15 +67,14 @@ def line_tokens(lines: tuple[MemoryLine, ...]) -> int:
     return (sum(len(line.text) + 1 for line in lines) + 3) // 4
 
 
-def shed(lines: tuple[MemoryLine, ...], tokens: int, *, spare: int) -> tuple[MemoryLine, ...]:
+def shed(lines: tuple[MemoryLine, ...], tokens: int) -> tuple[MemoryLine, ...]:
     """`lines` (in the order they were said) less enough of them to free at least `tokens`
     (estimated): the last ones first, so that the section's start, and everything before it in
-    the request, stays as it was and a model server's prefix cache keeps it; but the `spare`
-    most relevant lines go only once no other is left (then the least relevant of them first).
-    A day's heading goes with its last line (its room is not counted)."""
-    best = sorted(range(len(lines)), key=lambda n: -lines[n].score)[:spare]
-    kept_for_last = set(best)
-    order = [n for n in reversed(range(len(lines))) if n not in kept_for_last] + best[::-1]
+    the request, stays as it was and a model server's prefix cache keeps it; but the best lines
+    (MemoryLine.best) go only once no other is left, the least relevant of them first. A day's
+    heading goes with its last line (its room is not counted)."""
+    order = [n for n in reversed(range(len(lines))) if not lines[n].best] \
+        + sorted((n for n in range(len(lines)) if lines[n].best), key=lambda n: lines[n].score)
     dropped: set[int] = set()
     chars = 0
     for n in order:

@@ -24,10 +24,8 @@ from chalie.values.memory import MemoryLine, memory_text
 REPEAT_LIMIT = 3  # the same call this many times in a row ends the loop
 MAX_RESTARTS = 2  # compaction stage 2 at most this often per turn
 # When a request would not fit, recalled memory gives back at least this share of the tokens
-# it held at the start of the turn, so that the next tool results fit without another cut;
-# its SPARED most relevant lines (the dozen the turn reinforces) go last.
+# it held at the start of the turn, so that the next tool results fit without another cut.
 YIELD_SHARE = 0.25
-SPARED = 12
 
 
 class ToolRecord(msgspec.Struct, frozen=True):
@@ -275,12 +273,11 @@ class ActLoop:
         """Give the turn's own words room that recalled memory held (they count for more than
         what recall guessed might matter): drop memory lines until at least `tokens` (estimated)
         and YIELD_SHARE of the section's start are free, the last first (what comes before them
-        stays the same for a prefix cache), the SPARED most relevant last. No LLM call.
+        stays the same for a prefix cache), the best (MemoryLine.best) last. No LLM call.
         Returns the lines dropped (0: no memory left)."""
         if not self._memory_lines:
             return 0
-        kept = shed(self._memory_lines, max(tokens, round(self._memory_start * YIELD_SHARE)),
-                    spare=SPARED)
+        kept = shed(self._memory_lines, max(tokens, round(self._memory_start * YIELD_SHARE)))
         dropped = len(self._memory_lines) - len(kept)
         self._memory_lines, self._memory = kept, memory_text(kept)
         return dropped

@@ -38,8 +38,9 @@ MEMORY_ITEM_CHARS = 600  # a recalled message longer than this is shown cut, wit
 # (and at most memory.recall_k): few items are shorter, so the section can fill.
 MEMORY_ITEM_TOKENS = 20
 # The best recalled items (not their neighbours) whose retrieval strength the turn reinforces,
-# and whose words tell whether the answer used what recall found (chalie.cognition.mind.judge):
-# a memory section filled to its budget holds many items that only came along.
+# whose words tell whether the answer used what recall found (chalie.cognition.mind.judge), and
+# which give their room to the turn's own tool trail last (chalie.act.budget.shed): a memory
+# section filled to its budget holds many items that only came along.
 REINFORCED = 12
 _encode = msgspec.json.encode
 
@@ -158,8 +159,9 @@ def build(
     kept, memory_used = _fill(prompts, redact, tokens, found.hits, memory_budget)
     best = sorted((h for h, _ in kept if h.beside is None), key=lambda h: -h.score)[:REINFORCED]
     headings: dict[str, str] = {}
-    lines = tuple(MemoryLine(_heading(prompts, headings, hit.item.created_at), line, hit.score)
-                  for hit, line in kept)
+    chosen = {hit.item.mkey for hit in best}
+    lines = tuple(MemoryLine(_heading(prompts, headings, hit.item.created_at), line, hit.score,
+                             hit.item.mkey in chosen) for hit, line in kept)
     person = "\n".join(p.value for p in fitted.identity[1:]) or f("identity_empty")
     kept_world = [p.value for p in fitted.state if p is not current_state and p is not situation]
     return TurnContext(

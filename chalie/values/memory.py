@@ -76,12 +76,14 @@ def knowledge_text(key: str, value: str) -> str:
 
 class MemoryLine(msgspec.Struct, frozen=True):
     """One recalled item as a prompt's memory section shows it: the heading of the day it was
-    said (each day's shown once, above its items), its line, and the relevance it was recalled
-    with (the most relevant lines give their room to the turn's own tool trail last)."""
+    said (each day's shown once, above its items), its line, the relevance it was recalled with,
+    and whether it is among the best few, those the turn reinforces
+    (chalie.memory.context.REINFORCED): they give their room to the turn's own tool trail last."""
 
     day: str
     text: str
     score: float
+    best: bool = False
 
 
 def memory_text(lines: tuple[MemoryLine, ...] | list[MemoryLine]) -> str:

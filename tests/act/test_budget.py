@@ -84,24 +84,26 @@ def test_excess_is_what_must_go_for_a_request_to_fit() -> None:
     assert not budget.fits(request_of(51))
 
 
-def lines(*scores: float) -> tuple[MemoryLine, ...]:
-    return tuple(MemoryLine(f"On 2026-01-0{1 + n // 2}:", f"- line {n} " + "x" * 30, s)
+def lines(*scores: float, best: int = 0) -> tuple[MemoryLine, ...]:
+    """Memory lines with these scores, the `best` highest of them marked best."""
+    top = sorted(scores, reverse=True)[:best]
+    return tuple(MemoryLine(f"On 2026-01-0{1 + n // 2}:", f"- line {n} " + "x" * 30, s, s in top)
                  for n, s in enumerate(scores))
 
 
-def test_shed_drops_the_last_lines_and_the_spared_best_ones_only_at_the_end() -> None:
-    """Lines go from the end of the section until the tokens asked for are free, the `spare`
-    most relevant only when no other is left (the least relevant of them first); the rest keep
-    their order; days' headings go with their last line."""
-    recalled = lines(0.9, 0.1, 0.5, 0.3, 0.7)  # each line is 39 characters and its break
+def test_shed_drops_the_last_lines_and_the_best_ones_only_at_the_end() -> None:
+    """Lines go from the end of the section until the tokens asked for are free, the best only
+    when no other is left (the least relevant of them first); the rest keep their order; days'
+    headings go with their last line."""
+    recalled = lines(0.9, 0.1, 0.5, 0.3, 0.7, best=2)  # each 39 characters and its break
     assert line_tokens(recalled) == 50
     assert line_tokens(recalled[:1]) == 10
-    assert shed(recalled, 0, spare=2) == recalled
-    assert shed(recalled, 1, spare=2) == (recalled[0], recalled[1], recalled[2], recalled[4])
-    assert shed(recalled, 11, spare=2) == (recalled[0], recalled[1], recalled[4])
-    assert shed(recalled, 21, spare=2) == (recalled[0], recalled[4])
-    assert shed(recalled, 31, spare=2) == (recalled[0],)
-    assert shed(recalled, 500, spare=2) == ()
-    assert shed(recalled, 11, spare=0) == (recalled[0], recalled[1], recalled[2])
-    assert memory_text(shed(recalled, 11, spare=2)) == "\n".join([
+    assert shed(recalled, 0) == recalled
+    assert shed(recalled, 1) == (recalled[0], recalled[1], recalled[2], recalled[4])
+    assert shed(recalled, 11) == (recalled[0], recalled[1], recalled[4])
+    assert shed(recalled, 21) == (recalled[0], recalled[4])
+    assert shed(recalled, 31) == (recalled[0],)
+    assert shed(recalled, 500) == ()
+    assert shed(lines(0.9, 0.1, 0.5, 0.3, 0.7), 11) == lines(0.9, 0.1, 0.5)
+    assert memory_text(shed(recalled, 11)) == "\n".join([
         "On 2026-01-01:", recalled[0].text, recalled[1].text, "On 2026-01-03:", recalled[4].text])

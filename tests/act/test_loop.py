@@ -268,13 +268,13 @@ def test_pending_effects_are_collected_in_call_order() -> None:
 
 def test_memory_gives_room_back_from_its_end_sparing_its_best_lines() -> None:
     """yield_memory drops memory lines from the end of the section (what comes before stays the
-    same for a prefix cache), sparing its dozen most relevant until no other is left, at least
-    a quarter of the section's room at the start of the turn however little is asked; with no
-    lines left (or none given) it gives nothing."""
-    # 20 lines of 41 characters with their breaks; scores a permutation: the 8 lowest are on
-    # lines 0, 1, 3, 6, 9, 12, 15 and 18.
+    same for a prefix cache), sparing the best (those the turn reinforces) until no other is
+    left, at least a quarter of the section's room at the start of the turn however little is
+    asked; with no lines left (or none given) it gives nothing."""
+    # 20 lines of 41 characters with their breaks; scores a permutation: the 8 lowest, not among
+    # the best 12, are on lines 0, 1, 3, 6, 9, 12, 15 and 18.
     lines = tuple(MemoryLine(f"On 2024-04-{1 + n // 4:02d}:", f"- said {n:02d} " + "y" * 30,
-                             (n * 7 % 20) / 20) for n in range(20))
+                             (n * 7 % 20) / 20, best=n * 7 % 20 >= 8) for n in range(20))
     loop = make_loop()
     loop.use_context(identity="", state="", memory=memory_text(lines), history=(),
                      tools=(MEMORY,), memory_lines=lines)
@@ -287,7 +287,7 @@ def test_memory_gives_room_back_from_its_end_sparing_its_best_lines() -> None:
     assert loop.yield_memory(1) == 5  # a quarter: 5 lines of 41 characters
     assert said() == [0, 1, 2, 3, 4, 5, 7, 8, 10, 11, 13, 14, 16, 17, 19]
     assert memory_text(tuple(lines[n] for n in said())) in user_message(loop.request())
-    assert loop.yield_memory(1) == 5  # the last 3 others, then the 2 least relevant spared
+    assert loop.yield_memory(1) == 5  # the last 3 others, then the 2 least relevant best
     assert said() == [2, 5, 8, 10, 11, 13, 14, 16, 17, 19]
     assert loop.yield_memory(103) == 10  # more than the whole section is left
     assert (said(), loop.yield_memory(1)) == ([], 0)

@@ -80,6 +80,9 @@ def test_recall_fills_the_memory_budget_with_more_than_a_fixed_count(
     # ... and theirs are the words the answer is checked against (did it use what was found?)
     assert len(ctx.recalled_texts) == 12
     assert all("the boat needed" in text for text in ctx.recalled_texts)
+    # ... and they are the lines that give their room to a tool trail last
+    best = [line.text for line in ctx.memory_lines if line.best]
+    assert sorted(best) == sorted(f"- {text}" for text in ctx.recalled_texts)
     assert share < ctx.tokens["memory"] <= ctx.tokens["memory_budget"]
     assert ctx.memory_fill == 1.0  # of its own share
 
