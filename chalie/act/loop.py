@@ -252,20 +252,19 @@ class ActLoop:
     def seed_memory(self, memory: str) -> None:
         self._memory = memory
 
-    def use_context(self, *, identity: str, state: str, memory: str,
+    def use_context(self, *, identity: str, state: str, memory: str | tuple[MemoryLine, ...],
                     history: Sequence[HistoryLine], tools: tuple[ToolSpec, ...],
-                    world: str = "", situation: str = "",
-                    memory_lines: tuple[MemoryLine, ...] = ()) -> None:
-        """The turn's context, gathered and fitted before the first request. `memory_lines`:
-        the memory section line by line (`memory` rendered), when it may give room back."""
+                    world: str = "", situation: str = "") -> None:
+        """The turn's context, gathered and fitted before the first request. `memory`: the
+        memory section, line by line when it may give room back (yield_memory)."""
         self._identity = identity
         self._system = self._render_system()
         self._world = world
         self.state = state
         self._situation = situation
-        self._memory = memory
-        self._memory_lines = memory_lines
-        self._memory_start = line_tokens(memory_lines)
+        self._memory_lines = () if isinstance(memory, str) else memory
+        self._memory = memory if isinstance(memory, str) else memory_text(memory)
+        self._memory_start = line_tokens(self._memory_lines)
         self.history = tuple(history)
         self._tools = tools
 

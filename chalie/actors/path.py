@@ -143,9 +143,9 @@ class PathActor(SupervisedActor, abc.ABC):
     def use_context(self, ctx: TurnContext) -> None:
         turn = self._driver.turn
         assert turn is not None
-        turn.loop.use_context(identity=ctx.identity, state=ctx.state, memory=ctx.memory,
+        turn.loop.use_context(identity=ctx.identity, state=ctx.state,
                               history=ctx.history, tools=ctx.tools, world=ctx.world,
-                              situation=ctx.situation, memory_lines=ctx.memory_lines)
+                              situation=ctx.situation, memory=ctx.memory_lines)
         turn.history_upto = ctx.history_upto
         turn.recalled = ctx.recalled
         self._driver.ask()

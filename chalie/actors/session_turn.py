@@ -184,9 +184,9 @@ def use_context(turn: Turn, ready: ContextReady) -> None:
     the turn's cognition)."""
     turn.loop.images = ready.images
     ctx = ready.context
-    turn.loop.use_context(identity=ctx.identity, state=ctx.state, memory=ctx.memory,
+    turn.loop.use_context(identity=ctx.identity, state=ctx.state,
                           history=ctx.history, tools=ctx.tools, world=ctx.world,
-                          situation=ctx.situation, memory_lines=ctx.memory_lines)
+                          situation=ctx.situation, memory=ctx.memory_lines)
     turn.history_upto = ctx.history_upto
     turn.recalled = ctx.recalled
     if isinstance(turn.cognition, TurnCognition):

@@ -56,7 +56,6 @@ class ContextSettings(msgspec.Struct, frozen=True):
 class TurnContext(msgspec.Struct, frozen=True):
     identity: str
     state: str
-    memory: str
     history: tuple[HistoryLine, ...]
     tools: tuple[ToolSpec, ...]
     recalled: tuple[int, ...]  # memory keys of the best REINFORCED items of the memory section
@@ -70,7 +69,12 @@ class TurnContext(msgspec.Struct, frozen=True):
     situation: str = ""  # where the conversation stands and the drift gists: every turn anew
     history_from: int = 0  # transcript id of the history's first line (0: no history)
     memory_fill: float = 0.0  # the share of the memory section's budget recall filled
-    memory_lines: tuple[MemoryLine, ...] = ()  # `memory` line by line, to give room back
+    memory_lines: tuple[MemoryLine, ...] = ()  # the memory section, line by line
+
+    @property
+    def memory(self) -> str:
+        """The memory section as the prompt shows it."""
+        return memory_text(self.memory_lines)
 
 
 def build(
@@ -169,7 +173,6 @@ def build(
         state=current_state.value if current_state is not None else "",
         situation=situation.value if situation is not None else "",
         world=f("world_state", items="\n".join(kept_world)) if kept_world else "",
-        memory=memory_text(lines),
         memory_lines=lines,
         history=tuple(p.value for p in history),
         tools=tuple(p.value for p in fitted.tools),  # type: ignore[misc]

@@ -276,8 +276,7 @@ def test_memory_gives_room_back_from_its_end_sparing_its_best_lines() -> None:
     lines = tuple(MemoryLine(f"On 2024-04-{1 + n // 4:02d}:", f"- said {n:02d} " + "y" * 30,
                              (n * 7 % 20) / 20, best=n * 7 % 20 >= 8) for n in range(20))
     loop = make_loop()
-    loop.use_context(identity="", state="", memory=memory_text(lines), history=(),
-                     tools=(MEMORY,), memory_lines=lines)
+    loop.use_context(identity="", state="", memory=lines, history=(), tools=(MEMORY,))
 
     def said() -> list[int]:
         text = user_message(loop.request())

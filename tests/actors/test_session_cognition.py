@@ -101,7 +101,7 @@ def test_the_topic_job_compares_the_vectors_of_a_semantic_embedder_only(
         for at, text in enumerate(("Can you tell me how to make pancakes?",
                                    "Can you tell me how to change a tyre?")):
             vector = hashed.embed_one(text)
-            context = TurnContext(identity="", state="", memory="", history=(), tools=(),
+            context = TurnContext(identity="", state="", history=(), tools=(),
                                   recalled=(), history_upto=0, tokens={}, vector=vector)
             choice = c.topic_job(text)(conn, context)
             assert choice is not None
