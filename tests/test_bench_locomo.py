@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -135,3 +136,22 @@ def test_bm25_ranks_the_matching_line_first_and_stops_at_the_budget(
     budget = conversation.lines[2].tokens + conversation.lines[1].tokens
     assert [line.dia_id for line in ld.newest(conversation.lines, budget)] == ["D2:1", "D1:2"]
     assert ld.fts_query('Bob\'s "pottery" pottery') == '"bob" OR "s" OR "pottery"'
+
+
+@pytest.mark.parametrize(("args", "problem"), [
+    (["--data", "{empty}"], "--data: no LoCoMo conversation (*.json) in {empty}"),
+    (["--data", "{data}", "--conversations", "99,7"], "--conversations: no 7.json in {data}"),
+])
+def test_the_benchmark_names_missing_conversations_before_it_starts(
+        tmp_path: Path, args: list[str], problem: str) -> None:
+    empty, data = tmp_path / "empty", tmp_path / "data"
+    empty.mkdir()
+    data.mkdir()
+    (data / "99.json").write_text(json.dumps(CONVERSATION))
+    paths = {"empty": str(empty), "data": str(data)}
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "locomo.py"), *(a.format(**paths) for a in args)],
+        capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 2
+    assert problem.format(**paths) in done.stderr
+    assert "Traceback" not in done.stderr

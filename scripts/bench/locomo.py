@@ -93,6 +93,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--json", type=Path, help="write every figure here as JSON")
     args = parser.parse_args()
     args.windows = [int(w) for w in args.windows.split(",") if w.strip()]
+    args.conversations = [n.strip() for n in args.conversations.split(",") if n.strip()] \
+        or sorted(p.stem for p in args.data.glob("*.json"))
+    if not args.conversations:
+        parser.error(f"--data: no LoCoMo conversation (*.json) in {args.data}")
+    for name in args.conversations:
+        if not (args.data / f"{name}.json").is_file():
+            parser.error(f"--conversations: no {name}.json in {args.data} (see --data)")
     return args
 
 
@@ -306,9 +313,7 @@ def judge(conversation: ld.Conversation, *, window: int, budget: int,
 def main() -> int:
     args = parse_args()
     started = time.perf_counter()
-    names = [n.strip() for n in args.conversations.split(",") if n.strip()] \
-        or sorted(p.stem for p in args.data.glob("*.json"))
-    conversations = [ld.load(args.data / f"{name}.json") for name in names]
+    conversations = [ld.load(args.data / f"{name}.json") for name in args.conversations]
     marker = person_marker()
     stub = StubLlm()
     results: list[RunResult] = []
