@@ -39,9 +39,10 @@ class SideCalls:
     # -- compaction --
 
     def fitted(self, turn: Turn) -> ChatRequest:
-        """The turn's next request, with recalled memory giving room back (the least relevant
-        lines first) while it would not fit: the trail and the message come before what recall
-        guessed, and this costs no LLM call. What still does not fit is compacted (`compact`)."""
+        """The turn's next request, with recalled memory giving room back (its last lines
+        first, its best last: ActLoop.yield_memory) while it would not fit: the trail and the
+        message come before what recall guessed, and this costs no LLM call. What still does
+        not fit is compacted (`compact`)."""
         request = turn.loop.request()
         while not turn.budget.fits(request) \
                 and (dropped := turn.loop.yield_memory(turn.budget.excess(request))):

@@ -160,9 +160,10 @@ def build(
     except Exception as e:  # a bug in recall must cost the turn its memory, not its answer
         log.exception("recall_failed")
         found = Recalled((), degraded=f"recall failed: {e!r}")
-    kept, memory_used = _fill(prompts, redact, tokens, found.hits, memory_budget)
+    headings: dict[str, str] = {}  # each day's heading, rendered once
+    kept, memory_used = _fill(prompts, redact, tokens, found.hits, memory_budget,
+                                headings=headings)
     best = sorted((h for h, _ in kept if h.beside is None), key=lambda h: -h.score)[:REINFORCED]
-    headings: dict[str, str] = {}
     chosen = {hit.item.mkey for hit in best}
     lines = tuple(MemoryLine(_heading(prompts, headings, hit.item.created_at), line, hit.score,
                              hit.item.mkey in chosen) for hit, line in kept)
@@ -192,12 +193,13 @@ def build(
 
 
 def _fill(prompts: Prompts, redact: Redactor, tokens: Callable[[str], int],
-          hits: Sequence[Hit], budget: int) -> tuple[list[tuple[Hit, str]], int]:
+          hits: Sequence[Hit], budget: int, *,
+          headings: dict[str, str]) -> tuple[list[tuple[Hit, str]], int]:
     """The memory section's items and the tokens they use: the most relevant while the budget
     lasts (one that does not fit is skipped for a smaller one; a text already kept is not
     kept again), then in the order they were said, so that a recalled line sits beside its
-    neighbours and dates read forwards."""
-    f = prompts.fragment
+    neighbours and dates read forwards. Each day's heading is rendered into `headings` once,
+    for the caller to reuse."""
     kept: list[tuple[Hit, str]] = []
     memory_used = 0
     said: set[tuple[str | None, str]] = set()  # the same words again add nothing
@@ -211,7 +213,8 @@ def _fill(prompts: Prompts, redact: Redactor, tokens: Callable[[str], int],
         said.add(words)
         line = redact(_memory_line(prompts, hit), hit.item.created_at)
         day = _day(hit.item.created_at)
-        cost = tokens(line) + (0 if day in days else tokens(f("recalled_day", date=day)))
+        cost = tokens(line) + (0 if day in days
+                               else tokens(_heading(prompts, headings, hit.item.created_at)))
         if memory_used + cost <= budget:
             kept.append((hit, line))
             days.add(day)
