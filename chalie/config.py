@@ -266,6 +266,9 @@ class DmnConfig(_Section, frozen=True):
     daily_cap: int
     deferred_max_age_s: float
     channel: str
+    signal_wake: float
+    signal_debounce_s: float
+    busy_s: float
 
 
 class SchedulerConfig(_Section, frozen=True):
@@ -280,6 +283,8 @@ class GoalsConfig(_Section, frozen=True):
     max_running: int
     step_retries: int
     retry_backoff_s: float
+    progress_every_s: float
+    expire_days: float
 
 
 class GovernorConfig(_Section, frozen=True):

@@ -66,7 +66,8 @@ _POSITIVE = {
     "mcp.restart_initial_s", "mcp.restart_max_s", "dmn.idle_s", "dmn.cadence_s",
     "dmn.max_iterations", "dmn.timeout_s", "dmn.deferred_max_age_s", "scheduler.max_iterations",
     "scheduler.timeout_s", "goals.max_iterations", "goals.timeout_s", "goals.max_running",
-    "goals.retry_backoff_s", "cognition.recent_topics", "cognition.focus_after",
+    "goals.retry_backoff_s", "goals.progress_every_s", "goals.expire_days",
+    "cognition.recent_topics", "cognition.focus_after",
     "cognition.silence_gap_s", "cognition.gist_ttl_s", "cognition.social_max_chars",
     "governor.failure_backoff_s", "governor.failure_backoff_max_s",
 }
@@ -75,7 +76,7 @@ _NON_NEGATIVE = {
     "act.history_turns", "supervisor.backoff_initial_s",
     "supervisor.backoff_max_s", "memory.retrieval_decay", "memory.index_delay_s",
     "context.identity", "context.state", "context.memory", "context.tools", "context.history",
-    "signals.min_salience", "dmn.boot_delay_s", "dmn.daily_cap", "scheduler.catch_up_s",
+    "signals.min_salience", "dmn.signal_debounce_s", "dmn.busy_s", "dmn.boot_delay_s", "dmn.daily_cap", "scheduler.catch_up_s",
     "goals.step_retries", "governor.dmn_tokens_per_day", "governor.scheduled_tokens_per_day",
     "governor.goal_tokens_per_day", "governor.encoder_tokens_per_day",
     "cognition.topic_threshold", "cognition.topic_cosine",
@@ -236,6 +237,9 @@ def _convert(merged: dict[str, Any]) -> Config:
                           f"{config.dmn.channel!r}")
     if not config.dmn.timezone.strip():
         raise ConfigError("dmn.timezone", "an IANA zone name (e.g. Europe/London) or 'local'")
+    if not 0 < config.dmn.signal_wake <= 1:
+        raise ConfigError("dmn.signal_wake",
+                          f"a salience above 0 and at most 1, got {config.dmn.signal_wake:g}")
     _check_llm(config.llm)
     return config
 
