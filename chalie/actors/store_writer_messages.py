@@ -248,12 +248,13 @@ class PairInterface(_Msg, frozen=True):
 
 
 class UpdateCapabilities(_Msg, frozen=True):
-    """To the StoreWriter, asked: an interface's refreshed capabilities. Replies True when the
-    interface is still paired."""
+    """To the StoreWriter, asked: what an interface's /capabilities answer now (its tools and the
+    signal types it declares). Replies True when the interface is still paired."""
 
     interface_id: str
     version: str
     capabilities: str  # JSON
+    capability_signals: tuple[str, ...] | None  # None: /capabilities declared none
     refreshed_at: float
 
 

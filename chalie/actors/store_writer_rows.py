@@ -140,7 +140,8 @@ class RowWrites:
                     return interface_rows.pair(conn, key_hash, now, row)
                 case UpdateCapabilities():
                     return interface_rows.update_capabilities(
-                        conn, m.interface_id, m.version, m.capabilities, m.refreshed_at)
+                        conn, m.interface_id, version=m.version, capabilities=m.capabilities,
+                        capability_signals=m.capability_signals, refreshed_at=m.refreshed_at)
                 case DeleteInterface(interface_id=interface_id):
                     return interface_rows.delete_interface(conn, interface_id)
                 case SaveSubscription(row=row):

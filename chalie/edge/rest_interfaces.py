@@ -6,6 +6,10 @@ transaction, and answers its id and a bearer token shown this once (only its has
 A wrong, used or expired key is a 401 that changes nothing; an interface that fails its checks
 is a 502 naming what failed, and the key stays good for another try. Only the cookie manages
 interfaces: a bearer token never can.
+
+The signal types an interface may emit: those its pair request lists in `signals` (an
+extension of the contract; "*" is any), else those its /capabilities declare (re-read by a
+refresh), else any type. The list shows them, and where they came from (`signals_from`).
 """
 
 from __future__ import annotations
@@ -28,18 +32,22 @@ from chalie.actors.store_writer_messages import (
 from chalie.edge.api_spec import COOKIE_AUTH, Operation, path_id
 from chalie.edge.rest_auth import locked_out
 from chalie.edge.rest_base import ApiError, AuthedHandler, JsonHandler, shown
-from chalie.interfaces.board import InterfaceState, provider_key, token_hash
-from chalie.interfaces.capabilities import encode_capabilities
+from chalie.interfaces.board import (
+    InterfaceState,
+    SignalsFrom,
+    provider_key,
+    signal_scope,
+    token_hash,
+)
+from chalie.interfaces.capabilities import encode_capabilities, signal_types
 from chalie.interfaces.errors import InterfaceError
 from chalie.store import interface_rows
 from chalie.store.interface_rows import InterfaceRow
-from chalie.world.signals import ANY_TYPE, MAX_TYPE, TYPE_RE
 
 log = structlog.get_logger("chalie.interfaces")
 
 MAX_NAME = 64
 MAX_HOST = 253
-MAX_DECLARED = 100
 _HOST_RE = re.compile(r"^[A-Za-z0-9.:_\[\]%-]+$")  # a hostname, IPv4 or IPv6 address
 
 
@@ -48,7 +56,8 @@ class PairBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     name: str
     host: str
     port: int
-    signals: list[str] | None = None  # the signal types it may emit ("*": any); None: any
+    # The signal types it may emit ("*": any); None: those its /capabilities declare, else any.
+    signals: list[str] | None = None
 
 
 class PairingKey(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -70,14 +79,16 @@ class InterfaceTool(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class Interface(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """A paired interface, its health, and the names of the tools it lends."""
+    """A paired interface, its health, the signal types it may emit (["*"]: any) and where they
+    were declared, and the names of the tools it lends."""
 
     id: str
     name: str
     host: str
     port: int
     version: str
-    signals: list[str] | None
+    signals: list[str]
+    signals_from: SignalsFrom
     online: bool
     failures: int
     last_check_at: float | None
@@ -130,7 +141,10 @@ class PairHandler(JsonHandler):
             "pairing_key": "the key from POST /api/interfaces/pairing-key", "name": "weather",
             "host": "127.0.0.1", "port": 8790, "signals": ["weather_update"]},
         description="Authenticated by the pairing key in the body. A wrong, used or expired key "
-                    "is a 401; an interface that fails its checks a 502 naming what failed.")}
+                    "is a 401; an interface that fails its checks a 502 naming what failed. "
+                    "Without `signals` the interface may emit the signal types its "
+                    "/capabilities declare ({\"tools\": [...], \"signals\": [...]}), or any "
+                    "type when it declares none.")}
 
     async def post(self) -> None:
         body = self.decode_body(PairBody)
@@ -158,7 +172,8 @@ class PairHandler(JsonHandler):
         row = InterfaceRow(
             id=str(uuid.uuid4()), name=name, host=host, port=body.port, signals=signals,
             token_hash=token_hash(token), version=health.version,
-            capabilities=encode_capabilities(capabilities), paired_at=now, refreshed_at=now,
+            capabilities=encode_capabilities(capabilities.tools), paired_at=now,
+            refreshed_at=now, capability_signals=capabilities.signals,
         )
         if not await self.ask("store_writer", PairInterface(key_hash, now, row)):
             raise ApiError(401, "pairing_key: already used or expired")
@@ -167,7 +182,7 @@ class PairHandler(JsonHandler):
         except ApiError as e:  # stored: a restarted InterfaceHealth loads it; the token stands
             log.warning("interface_paired_unpublished", interface_id=row.id, error=e.message)
         log.info("interface_paired", interface_id=row.id, name=name,
-                 capabilities=len(capabilities))
+                 capabilities=len(capabilities.tools), signals_from=signal_scope(row)[1])
         self.set_status(201)
         self.write_json(Paired(row.id, token))
 
@@ -189,10 +204,11 @@ class _InterfaceBase(AuthedHandler):
 
     def _item(self, state: InterfaceState) -> Interface:
         row = state.row
+        signals, signals_from = signal_scope(row)
         return Interface(
             id=row.id, name=row.name, host=row.host, port=row.port, version=row.version,
-            signals=list(row.signals) if row.signals is not None else None,
-            online=state.online, failures=state.failures, last_check_at=state.last_check_at,
+            signals=list(signals), signals_from=signals_from, online=state.online,
+            failures=state.failures, last_check_at=state.last_check_at,
             last_error=state.last_error, changed_at=state.changed_at, paired_at=row.paired_at,
             refreshed_at=row.refreshed_at,
             tools=list(self.ctx.tools.names_of(provider_key(row.id)))
@@ -255,10 +271,12 @@ class InterfaceHandler(_InterfaceBase):
 
 
 class RefreshHandler(_InterfaceBase):
-    """POST /api/interfaces/<id>/refresh: fetch its capabilities again."""
+    """POST /api/interfaces/<id>/refresh: fetch its capabilities again: its tools, and the
+    signal types it declares there."""
 
-    api = {"post": Operation("Fetch an interface's capabilities again", {200: InterfaceDetail},
-                             auth=(COOKIE_AUTH,), path=_ID, errors=(404, 502))}
+    api = {"post": Operation(
+        "Fetch an interface's capabilities again: its tools and declared signal types",
+        {200: InterfaceDetail}, auth=(COOKIE_AUTH,), path=_ID, errors=(404, 502))}
 
     async def post(self, interface_id: str) -> None:
         self.query_params()
@@ -273,11 +291,12 @@ class RefreshHandler(_InterfaceBase):
         except InterfaceError as e:
             raise ApiError(502, f"the interface failed its checks: {e}") from None
         now = self.ctx.clock.time()
-        encoded = encode_capabilities(capabilities)
-        update = UpdateCapabilities(row.id, health.version, encoded, now)
+        encoded = encode_capabilities(capabilities.tools)
+        update = UpdateCapabilities(row.id, health.version, encoded, capabilities.signals, now)
         if not await self.ask("store_writer", update):
             raise ApiError(404, f"no paired interface {shown(interface_id)}")
         fresh = msgspec.structs.replace(row, version=health.version, capabilities=encoded,
+                                        capability_signals=capabilities.signals,
                                         refreshed_at=now)
         await self.ask("interface_health", InterfaceChanged(fresh), what="interface health")
         self.write_json(self._detail(self._state(interface_id)))
@@ -295,10 +314,7 @@ def _checked(body: PairBody) -> tuple[str, str, tuple[str, ...] | None]:
         raise ApiError(400, f"port: must be from 1 to 65535, got {body.port}")
     if body.signals is None:
         return name, host.strip("[]"), None
-    if len(body.signals) > MAX_DECLARED:
-        raise ApiError(400, f"signals: at most {MAX_DECLARED} signal types")
-    for n, kind in enumerate(body.signals):
-        if kind != ANY_TYPE and (not 0 < len(kind) <= MAX_TYPE or not TYPE_RE.match(kind)):
-            raise ApiError(400, f"signals[{n}]: a signal type (1-{MAX_TYPE} letters, digits or "
-                                f"'_', '.', ':', '-') or \"*\", got {shown(kind)}")
-    return name, host.strip("[]"), tuple(dict.fromkeys(body.signals))
+    try:
+        return name, host.strip("[]"), signal_types(body.signals, "signals")
+    except InterfaceError as e:
+        raise ApiError(400, str(e)) from None

@@ -1,13 +1,15 @@
 """/api/signals and /api/signals/batch: other programs report world state (spec section 3).
 
-A paired interface sends its bearer token and may emit only the signal types it declared at
-pairing; the logged-in person's cookie counts as the interface "__chat_ui__", which may emit
-any. Each signal is checked, type-scoped and rate-limited on its own (SignalGate), and the
-accepted ones go to the WorldState actor. No LLM is called, whatever the volume.
+A paired interface sends its bearer token and may emit only the signal types it declared: in
+its pair request, else in its GET /capabilities, else any (see board.signal_scope); the
+logged-in person's cookie counts as the interface "__chat_ui__", which may emit any. Each signal
+is checked, type-scoped and rate-limited on its own (SignalGate), and the accepted ones go to
+the WorldState actor. No LLM is called, whatever the volume.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Literal
 
 import msgspec
@@ -16,6 +18,7 @@ from chalie.actors.world_state import SignalsIn
 from chalie.edge.api_spec import COOKIE_AUTH, INTERFACE_AUTH, Operation, limit_param
 from chalie.edge.auth import COOKIE
 from chalie.edge.rest_base import ApiError, JsonHandler
+from chalie.interfaces.board import SignalsFrom, signal_scope
 from chalie.values.signals import Signal
 from chalie.world.signals import (
     BATCH_MAX,
@@ -32,6 +35,9 @@ RETRY_AFTER_S = 1  # what a rate-limited sender is told to wait
 EXAMPLE = {"signal_type": "weather_update", "content": "Heavy rain expected this evening",
            "source": "weather-service", "topic": "weather", "activation_energy": 0.6}
 SENDERS = (INTERFACE_AUTH, COOKIE_AUTH)
+# Where an interface's signal types were declared, as a 403 says it.
+DECLARED_IN: dict[SignalsFrom, str] = {"pairing": "at pairing",
+                                       "capabilities": "in its /capabilities", "any": "anywhere"}
 
 
 class SalientSignal(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -70,21 +76,35 @@ class BatchResult(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     errors: list[BatchError]
 
 
+@dataclass(frozen=True)
+class Sender:
+    """Who sends: the interface's id (or the chat UI), the signal types it may emit (None: any)
+    and where they were declared."""
+
+    id: str
+    allowed: frozenset[str] | None
+    declared_in: str = DECLARED_IN["any"]
+
+    def admit(self, gate: SignalGate, parsed: SignalIn | Rejection) -> Signal | Rejection:
+        return gate.admit(self.id, self.allowed, parsed, declared_in=self.declared_in)
+
+
 class _SignalHandler(JsonHandler):
-    async def sender(self) -> tuple[str, frozenset[str] | None]:
-        """(sender, signal types it may emit: None = any), or a 401."""
+    async def sender(self) -> Sender:
+        """The interface of the bearer token, or the chat UI of the cookie; or a 401."""
         token = self.bearer_token()
         if token is not None:
             board = self.ctx.interfaces
             state = board.by_token(token) if board is not None else None
             if state is None:
                 raise ApiError(401, "bearer token unknown or revoked; pair again")
-            return state.row.id, allowed_types(state.row.signals)
+            types, declared_from = signal_scope(state.row)
+            return Sender(state.row.id, allowed_types(types), DECLARED_IN[declared_from])
         cookie = self.get_cookie(COOKIE)
         if cookie:
             logged_in: bool = await self.off_loop(lambda: self.ctx.auth.session_ok(cookie))
             if logged_in:
-                return CHAT_UI, None
+                return Sender(CHAT_UI, None)
         raise ApiError(401, "send the interface's bearer token (Authorization: Bearer ...) or "
                             "log in")
 
@@ -113,8 +133,9 @@ class SignalHandler(_SignalHandler):
             "Report one signal: it goes to world state (no LLM is called)",
             {202: SignalAccepted}, auth=SENDERS, body=SignalIn, errors=(403, 429),
             example=EXAMPLE,
-            description="An interface may emit only the signal types it declared at pairing "
-                        "(403 for another); each sender is rate-limited (429)."),
+            description="An interface may emit only the signal types it declared, in its pair "
+                        "request or else in its /capabilities (403 for another; any type when "
+                        "it declared none); each sender is rate-limited (429)."),
     }
 
     async def get(self) -> None:
@@ -137,8 +158,8 @@ class SignalHandler(_SignalHandler):
 
     async def post(self) -> None:
         self.query_params()
-        sender, allowed = await self.sender()
-        result = self.gate().admit(sender, allowed, parse(self.request.body))
+        sender = await self.sender()
+        result = sender.admit(self.gate(), parse(self.request.body))
         self.count(result)
         if isinstance(result, Rejection):
             if result.reason == "rate_limited":
@@ -162,7 +183,7 @@ class BatchHandler(_SignalHandler):
 
     async def post(self) -> None:
         self.query_params()
-        sender, allowed = await self.sender()
+        sender = await self.sender()
         try:
             items = decode_batch(self.request.body)
         except ValueError as e:
@@ -171,7 +192,7 @@ class BatchHandler(_SignalHandler):
         accepted: list[Signal] = []
         errors: list[BatchError] = []
         for index, raw in enumerate(items):
-            result = gate.admit(sender, allowed, parse(raw))
+            result = sender.admit(gate, parse(raw))
             if isinstance(result, Signal):
                 accepted.append(result)
             else:

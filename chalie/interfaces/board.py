@@ -12,12 +12,16 @@ import hashlib
 import hmac
 import types
 from collections.abc import Mapping
+from typing import Literal
 
 import msgspec
 
 from chalie.store.interface_rows import InterfaceRow
+from chalie.world.signals import ANY_TYPE
 
 PROVIDER_PREFIX = "interface:"
+
+SignalsFrom = Literal["pairing", "capabilities", "any"]
 
 
 def token_hash(token: str) -> str:
@@ -27,6 +31,16 @@ def token_hash(token: str) -> str:
 def provider_key(interface_id: str) -> str:
     """The interface's key in the tool catalog."""
     return f"{PROVIDER_PREFIX}{interface_id}"
+
+
+def signal_scope(row: InterfaceRow) -> tuple[tuple[str, ...], SignalsFrom]:
+    """The signal types the interface may emit (("*",): any) and where they were declared: the
+    pair request's list wins, then its /capabilities' list; with neither, any type."""
+    if row.signals is not None:
+        return row.signals, "pairing"
+    if row.capability_signals is not None:
+        return row.capability_signals, "capabilities"
+    return (ANY_TYPE,), "any"
 
 
 class InterfaceState(msgspec.Struct, frozen=True):

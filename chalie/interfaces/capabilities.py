@@ -1,13 +1,19 @@
 """What a paired interface says about itself: its GET /health and GET /capabilities, checked.
 
+GET /capabilities answers either the contract's JSON array of tools, or an object
+{"tools": [...], "signals": [...]} whose `signals` are the signal types the interface will emit
+(checked as a pair request's `signals` are, see `signal_types`); a pairing that declares no
+types of its own takes these.
+
 An answer is decoded as plain JSON and then checked field by field, so an error names the exact
 place that failed: "capabilities[2].parameters[0].type: must be string, number, boolean or
-object, got \"int\"". Fields the contract does not name are ignored (an interface may say more
-than Chalie reads); the fields it names must have their types. The rules beyond the spec's
-table: capability names are 1-64 characters and unique within the interface, at most 200
-capabilities, descriptions not blank, parameter names unique within their capability.
+object, got \"int\"", "capabilities.signals[1]: a signal type ...". Fields the contract does
+not name are ignored (an interface may say more than Chalie reads); the fields it names must have
+their types. The rules beyond the spec's table: capability names are 1-64 characters and unique
+within the interface, at most 200 capabilities, descriptions not blank, parameter names unique
+within their capability.
 
-Checked capabilities are stored as JSON (`encode_capabilities`) and read back through the same
+Checked tools are stored as a JSON array (`encode_capabilities`) and read back through the same
 checks (`decode_capabilities`), and become the tools the model sees (`tool_spec`).
 """
 
@@ -20,9 +26,11 @@ import msgspec
 
 from chalie.interfaces.errors import InterfaceError, shown
 from chalie.llm.types import ToolSpec
+from chalie.world.signals import ANY_TYPE, MAX_TYPE, TYPE_RE
 
 MAX_CAPABILITIES = 200
 MAX_NAME = 64
+MAX_SIGNAL_TYPES = 100
 PARAM_TYPES = ("string", "number", "boolean", "object")
 
 ParamType = Literal["string", "number", "boolean", "object"]
@@ -70,30 +78,59 @@ def health_from_json(value: Any) -> Health:
                   version=_string(body, "version", "health"))
 
 
-def parse_capabilities(raw: bytes) -> tuple[Capability, ...]:
-    """GET /capabilities' body -> the capabilities in the interface's order, or InterfaceError."""
+class Capabilities(msgspec.Struct, frozen=True):
+    """GET /capabilities, checked: the tools in the interface's order, and the signal types it
+    declared (None when it declared none, as the plain array of tools does)."""
+
+    tools: tuple[Capability, ...]
+    signals: tuple[str, ...] | None = None
+
+
+def parse_capabilities(raw: bytes) -> Capabilities:
+    """GET /capabilities' body, in either form -> Capabilities, or InterfaceError."""
     return capabilities_from_json(decode_json(raw, "capabilities"))
 
 
-def capabilities_from_json(value: Any) -> tuple[Capability, ...]:
+def capabilities_from_json(value: Any) -> Capabilities:
+    """A JSON array of tools, or an object {"tools", "signals"} (other keys are ignored)."""
+    if isinstance(value, list):
+        return Capabilities(_tools(value, "capabilities", "capabilities"))
+    if not isinstance(value, dict):
+        raise InterfaceError('capabilities: must be a JSON array of tools or an object '
+                             f'{{"tools": [...], "signals": [...]}}, got {_kind(value)}')
+    if "tools" not in value:
+        raise InterfaceError("capabilities.tools: required (the array of tools) when the "
+                             "answer is an object")
+    raw_signals = value.get("signals")
+    return Capabilities(
+        _tools(value["tools"], "capabilities.tools", "tools"),
+        None if raw_signals is None else signal_types(raw_signals, "capabilities.signals"))
+
+
+def signal_types(value: Any, where: str) -> tuple[str, ...]:
+    """Declared signal types, in order without duplicates, or InterfaceError naming the one at
+    fault: each 1-64 letters, digits or '_', '.', ':', '-', or "*" (any type); at most 100."""
     if not isinstance(value, list):
-        raise InterfaceError(f"capabilities: must be a JSON array, got {_kind(value)}")
-    if len(value) > MAX_CAPABILITIES:
+        raise InterfaceError(f"{where}: must be an array of signal types, got {_shown(value)}")
+    if len(value) > MAX_SIGNAL_TYPES:
         raise InterfaceError(
-            f"capabilities: at most {MAX_CAPABILITIES} capabilities, got {len(value)}")
-    capabilities = [_capability(item, f"capabilities[{i}]") for i, item in enumerate(value)]
-    _unique([c.name for c in capabilities], "capabilities", "capabilities")
-    return tuple(capabilities)
+            f"{where}: at most {MAX_SIGNAL_TYPES} signal types, got {len(value)}")
+    for n, kind in enumerate(value):
+        if kind != ANY_TYPE and not (isinstance(kind, str) and 0 < len(kind) <= MAX_TYPE
+                                     and TYPE_RE.match(kind)):
+            raise InterfaceError(f"{where}[{n}]: a signal type (1-{MAX_TYPE} letters, digits or "
+                                 f"'_', '.', ':', '-') or \"*\", got {_shown(kind)}")
+    return tuple(dict.fromkeys(value))
 
 
 def encode_capabilities(capabilities: Sequence[Capability]) -> str:
-    """Checked capabilities as the JSON array that is stored with the interface."""
+    """Checked tools as the JSON array that is stored with the interface."""
     return msgspec.json.encode(tuple(capabilities)).decode()
 
 
 def decode_capabilities(text: str) -> tuple[Capability, ...]:
-    """The stored JSON back, through the same checks it passed when it was stored."""
-    return parse_capabilities(text.encode())
+    """The stored JSON array back, through the same checks it passed when it was stored."""
+    return _tools(decode_json(text.encode(), "capabilities"), "capabilities", "capabilities")
 
 
 def tool_spec(capability: Capability) -> ToolSpec:
@@ -122,6 +159,18 @@ def decode_json(raw: bytes, where: str) -> Any:
 
 
 # --- checks -------------------------------------------------------------------------------------
+
+def _tools(value: Any, where: str, label: str) -> tuple[Capability, ...]:
+    """The array of tools at `where` ("capabilities", or "capabilities.tools" in the object
+    form); `label` names the array in a duplicate's message."""
+    if not isinstance(value, list):
+        raise InterfaceError(f"{where}: must be a JSON array, got {_kind(value)}")
+    if len(value) > MAX_CAPABILITIES:
+        raise InterfaceError(f"{where}: at most {MAX_CAPABILITIES} capabilities, got {len(value)}")
+    capabilities = [_capability(item, f"{where}[{i}]") for i, item in enumerate(value)]
+    _unique([c.name for c in capabilities], where, label)
+    return tuple(capabilities)
+
 
 def _capability(value: Any, where: str) -> Capability:
     body = _object(value, where)

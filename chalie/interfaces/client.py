@@ -20,7 +20,7 @@ import msgspec
 
 from chalie.interfaces.blocks import Block, check_blocks
 from chalie.interfaces.capabilities import (
-    Capability,
+    Capabilities,
     Health,
     capabilities_from_json,
     decode_json,
@@ -83,8 +83,9 @@ class InterfaceClient:
         return self._checked("GET", base_url(host, port) + "/health", self._health_s,
                              health_from_json)
 
-    def capabilities(self, host: str, port: int) -> tuple[Capability, ...]:
-        """GET /capabilities, checked (see capabilities.py)."""
+    def capabilities(self, host: str, port: int) -> Capabilities:
+        """GET /capabilities, checked (see capabilities.py): its tools and declared signal
+        types."""
         return self._checked("GET", base_url(host, port) + "/capabilities", self._health_s,
                              capabilities_from_json)
 

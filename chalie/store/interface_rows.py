@@ -21,16 +21,21 @@ _decode_meta = msgspec.json.Decoder(dict[str, Any] | None).decode
 
 
 class InterfaceRow(msgspec.Struct, frozen=True):
+    """A paired interface. The signal types it may emit: `signals`, as its pair request declared
+    them, else `capability_signals`, as its /capabilities declared them, else any; None in either
+    means none declared there, ("*",) any type."""
+
     id: str
     name: str
     host: str
     port: int
-    signals: tuple[str, ...] | None  # declared signal types; ("*",) any; None none
+    signals: tuple[str, ...] | None
     token_hash: str
     version: str
-    capabilities: str  # the JSON array /capabilities answered, as checked
+    capabilities: str  # the JSON array of tools /capabilities answered, as checked
     paired_at: float
     refreshed_at: float
+    capability_signals: tuple[str, ...] | None = None
 
 
 class SubscriptionRow(msgspec.Struct, frozen=True):
@@ -68,10 +73,11 @@ def pair(conn: apsw.Connection, key_hash: str, now: float, row: InterfaceRow) ->
         return False
     conn.execute(
         "INSERT INTO interfaces (id, name, host, port, signals, token_hash, version, "
-        "capabilities, paired_at, refreshed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (row.id, row.name, row.host, row.port,
-         None if row.signals is None else _encode(row.signals).decode(), row.token_hash,
-         row.version, row.capabilities, row.paired_at, row.refreshed_at),
+        "capabilities, paired_at, refreshed_at, capability_signals) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (row.id, row.name, row.host, row.port, _types_text(row.signals), row.token_hash,
+         row.version, row.capabilities, row.paired_at, row.refreshed_at,
+         _types_text(row.capability_signals)),
     )
     return True
 
@@ -79,18 +85,27 @@ def pair(conn: apsw.Connection, key_hash: str, now: float, row: InterfaceRow) ->
 # --- interfaces ----------------------------------------------------------------------------------
 
 _COLUMNS = ("id, name, host, port, signals, token_hash, version, capabilities, paired_at, "
-            "refreshed_at")
+            "refreshed_at, capability_signals")
 
 
 def _interface(row: Any) -> InterfaceRow:
     (iid, name, host, port, signals, token_hash, version, capabilities, paired_at,
-     refreshed_at) = row
+     refreshed_at, capability_signals) = row
     return InterfaceRow(
         id=str(iid), name=str(name), host=str(host), port=int(port),
-        signals=None if signals is None else _decode_types(str(signals)),
-        token_hash=str(token_hash), version=str(version), capabilities=str(capabilities),
-        paired_at=float(paired_at), refreshed_at=float(refreshed_at),
+        signals=_types(signals), token_hash=str(token_hash), version=str(version),
+        capabilities=str(capabilities), paired_at=float(paired_at),
+        refreshed_at=float(refreshed_at), capability_signals=_types(capability_signals),
     )
+
+
+def _types_text(types: tuple[str, ...] | None) -> str | None:
+    """Signal types as their stored JSON list; None (none declared) as NULL."""
+    return None if types is None else _encode(types).decode()
+
+
+def _types(text: Any) -> tuple[str, ...] | None:
+    return None if text is None else _decode_types(str(text))
 
 
 def interfaces(conn: apsw.Connection) -> list[InterfaceRow]:
@@ -104,10 +119,15 @@ def interface(conn: apsw.Connection, interface_id: str) -> InterfaceRow | None:
     return None if row is None else _interface(row)
 
 
-def update_capabilities(conn: apsw.Connection, interface_id: str, version: str,
-                        capabilities: str, refreshed_at: float) -> bool:
-    conn.execute("UPDATE interfaces SET version = ?, capabilities = ?, refreshed_at = ? "
-                 "WHERE id = ?", (version, capabilities, refreshed_at, interface_id))
+def update_capabilities(conn: apsw.Connection, interface_id: str, *, version: str,
+                        capabilities: str, capability_signals: tuple[str, ...] | None,
+                        refreshed_at: float) -> bool:
+    """What /capabilities answers now: its tools and its declared signal types (the types the
+    pair request declared stay as they were)."""
+    conn.execute("UPDATE interfaces SET version = ?, capabilities = ?, capability_signals = ?, "
+                 "refreshed_at = ? WHERE id = ?",
+                 (version, capabilities, _types_text(capability_signals), refreshed_at,
+                  interface_id))
     return conn.changes() > 0
 
 

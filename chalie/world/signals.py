@@ -31,7 +31,7 @@ MAX_SOURCE = 128
 MAX_TOPIC = 128
 MAX_METADATA_BYTES = 8192
 DEFAULT_ENERGY = 0.5
-TYPE_RE = re.compile(r"^[A-Za-z0-9_.:-]+$")
+TYPE_RE = re.compile(r"\A[A-Za-z0-9_.:-]+\Z")  # \Z: "$" would let a final newline through
 _AT = re.compile(r" - at `\$\.?([^`]*)`")
 
 
@@ -124,10 +124,10 @@ def _problem(s: SignalIn) -> str | None:
 
 
 def allowed_types(declared: Sequence[str] | None) -> frozenset[str] | None:
-    """Declared signal types as a set; None means any ("*" declared)."""
-    if declared is None:
-        return frozenset()
-    return None if ANY_TYPE in declared else frozenset(declared)
+    """Declared signal types as a set; None means any ("*" declared, or none declared)."""
+    if declared is None or ANY_TYPE in declared:
+        return None
+    return frozenset(declared)
 
 
 class RateLimiter:
@@ -180,16 +180,17 @@ class SignalGate:
         self._rate = rate_per_min
         self._ids = _Ids()
 
-    def admit(self, sender: str, allowed: frozenset[str] | None,
-              parsed: SignalIn | Rejection) -> Signal | Rejection:
-        """Check one parsed signal of `sender` (allowed types: None = any); an accepted one
-        uses up one of the sender's rate."""
+    def admit(self, sender: str, allowed: frozenset[str] | None, parsed: SignalIn | Rejection,
+              *, declared_in: str = "at pairing") -> Signal | Rejection:
+        """Check one parsed signal of `sender` (allowed types: None = any, declared where
+        `declared_in` says, as a 403 names it); an accepted one uses up one of the sender's
+        rate."""
         if isinstance(parsed, Rejection):
             return parsed
         if allowed is not None and parsed.signal_type not in allowed:
             declared = ", ".join(sorted(allowed)) or "none"
-            return Rejection("forbidden", f"signal_type {parsed.signal_type!r} was not declared "
-                                          f"at pairing (declared: {declared})")
+            return Rejection("forbidden", f"signal_type {parsed.signal_type!r} is not among the "
+                                          f"types declared {declared_in}: {declared}")
         if not self._limiter.take(sender):
             return Rejection("rate_limited", "rate limit exceeded: at most "
                              f"{self._rate} signals a minute per sender")

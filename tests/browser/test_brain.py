@@ -43,7 +43,8 @@ def test_a_pairing_key_is_shown_with_its_expiry_and_pairs_a_program(
     browser: WebDriver, server: ServerProcess, shot: Shot
 ) -> None:
     """Generate shows a key and when it expires; a program pairs with that very key and is
-    listed under interfaces."""
+    listed under interfaces, with the signal types its /capabilities declare and where they
+    came from."""
     login(browser, server, "/brain")
     generate = visible(browser, "#pairing button#pairing-generate")
     shot(browser, "brain")
@@ -55,15 +56,25 @@ def test_a_pairing_key_is_shown_with_its_expiry_and_pairs_a_program(
     no_section_errors(browser)
     shot(browser, "pairing-key")
 
-    iface = StubInterface(name="stubface")
+    iface = StubInterface(name="stubface", signals=["weather_update", "rain"])
+    plain = StubInterface(name="plainface")
     try:
         r = pair_request(server.url, key, iface, name="stubface")
         assert r.status_code == 201, r.text
+        with api(server) as http:
+            other_key = http.post("/api/interfaces/pairing-key").json()["pairing_key"]
+        assert pair_request(server.url, other_key, plain, name="plainface").status_code == 201
         browser.refresh()
-        wait_text(browser, "#interfaces li.interface", "stubface")
+        for name, expected in [
+                ("stubface", "signals: weather_update, rain (from its /capabilities)"),
+                ("plainface", "signals: any type (none declared)")]:
+            item = wait_text(browser, "#interfaces li.interface", name)
+            field = item.find_element(By.XPATH, ".//span[@class='field'][contains(., 'signals:')]")
+            assert field.text == expected
         shot(browser, "paired")
     finally:
         iface.stop()
+        plain.stop()
 
 
 def test_forgetting_a_fact_asks_first_then_removes_it(

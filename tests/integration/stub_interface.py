@@ -68,7 +68,9 @@ class _Server(ThreadingHTTPServer):
 class StubInterface:
     """A paired program on loopback.
 
-    `capabilities` is what GET /capabilities answers (an Answer for anything else, e.g. garbage);
+    `capabilities` is what GET /capabilities answers (an Answer for anything else, e.g. garbage):
+    the contract's plain array of tools, or, once `signals` is set, the object
+    {"tools": capabilities, "signals": signals} that declares the signal types it emits;
     `answers[capability]` what POST /execute answers for that capability (a dict body, raw bytes,
     or an Answer), by default {"text": "<capability> done", ...}; `healthy` switches GET /health
     between 200 {"status": "ok"} and `unhealthy` (an Answer: 500 unless changed, or a drop);
@@ -77,10 +79,12 @@ class StubInterface:
     """
 
     def __init__(self, capabilities: list[dict[str, Any]] | Answer | None = None,
-                 *, name: str = "stubface", version: str = "1.0") -> None:
+                 *, name: str = "stubface", version: str = "1.0",
+                 signals: list[str] | None = None) -> None:
         self.name, self.version = name, version
         self.capabilities: list[dict[str, Any]] | Answer = (
             [LOOKUP] if capabilities is None else capabilities)
+        self.signals = signals
         self.answers: dict[str, dict[str, Any] | bytes | Answer] = {}
         self.healthy = True
         self.unhealthy = Answer({"status": "broken"}, status=500)
@@ -167,7 +171,10 @@ class StubInterface:
             return Answer({"status": "ok", "name": self.name, "version": self.version})
         if method == "GET" and path == "/capabilities":
             caps = self.capabilities
-            return caps if isinstance(caps, Answer) else Answer(caps)
+            if isinstance(caps, Answer):
+                return caps
+            return Answer(caps if self.signals is None else {"tools": caps,
+                                                              "signals": self.signals})
         if method == "GET" and path == "/":
             return Answer(self.render)
         if method == "POST" and path == "/execute":

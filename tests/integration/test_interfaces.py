@@ -159,7 +159,9 @@ def test_an_interface_failing_health_gets_502_and_the_key_stays_good(
 
 INVALID_CAPABILITIES = {
     "not_json": Answer(raw=b"{not json"),
-    "not_a_list": Answer({"tools": [LOOKUP]}),
+    "not_a_list": Answer("lookup"),
+    "object_without_tools": Answer({"signals": ["weather_update"]}),
+    "bad_signal_type": Answer({"tools": [LOOKUP], "signals": ["weather update"]}),
     "no_name": Answer([{k: v for k, v in LOOKUP.items() if k != "name"}]),
     "no_description": Answer([{k: v for k, v in LOOKUP.items() if k != "description"}]),
     "bad_parameter_type": Answer([capability("lookup", query=("date", True))]),
@@ -171,8 +173,8 @@ INVALID_CAPABILITIES = {
 def test_invalid_capabilities_get_502_and_the_key_stays_good(
     server: ServerProcess, cookie: str, iface: StubInterface, answer: Answer
 ) -> None:
-    """Capabilities that are not a valid tool list: 502 naming the capabilities; nothing is
-    registered; the same key pairs once they are valid."""
+    """Capabilities that are not a valid tool list (or object of tools and signal types): 502
+    naming the capabilities; nothing is registered; the same key pairs once they are valid."""
     key = pairing_key(server.url, cookie)["pairing_key"]
     iface.capabilities = answer
     r = pair_request(server.url, key, iface, name="weather")
@@ -183,6 +185,36 @@ def test_invalid_capabilities_get_502_and_the_key_stays_good(
     assert ok.status_code == 201, ok.text
 
 
+def test_the_list_shows_each_interfaces_signal_types_and_where_they_came_from(
+    server: ServerProcess, cookie: str
+) -> None:
+    """GET /api/interfaces and /api/interfaces/<id> show the types an interface may emit
+    (["*"] for any) and `signals_from`: pairing, capabilities or any."""
+    stubs = {"paired": StubInterface(signals=["weather_update", "rain"]),
+             "declared": StubInterface(signals=["weather_update", "rain"]),
+             "silent": StubInterface()}
+    try:
+        ids = {
+            "paired": pair(server.url, cookie, stubs["paired"], name="paired",
+                           signals=["rain"])[0],
+            "declared": pair(server.url, cookie, stubs["declared"], name="declared")[0],
+            "silent": pair(server.url, cookie, stubs["silent"], name="silent")[0],
+        }
+        listed = {i["name"]: (i["signals"], i["signals_from"])
+                  for i in interfaces_listed(server.url, cookie)}
+        assert listed == {"paired": (["rain"], "pairing"),
+                          "declared": (["weather_update", "rain"], "capabilities"),
+                          "silent": (["*"], "any")}
+        with cookie_client(server.url, cookie) as http:
+            detail = http.get(f"/api/interfaces/{ids['declared']}").json()
+        assert (detail["signals"], detail["signals_from"]) == (
+            ["weather_update", "rain"], "capabilities")
+    finally:
+        for stub in stubs.values():
+            stub.stop()
+
+
+# --- management -----------------------------------------------------------------------------------
 # --- management -----------------------------------------------------------------------------------
 
 def test_a_bearer_token_cannot_manage_interfaces(
@@ -259,6 +291,34 @@ def test_refresh_fetches_the_capabilities_again(
     client.turn("and the day after?")
     assert "forecast" in tool_names(llm.requests[-1])
     assert "lookup" not in tool_names(llm.requests[-1])
+
+
+def test_refresh_picks_up_newly_declared_signal_types(
+    server: ServerProcess, cookie: str
+) -> None:
+    """A type the program declares in /capabilities after pairing is 403 until the person
+    refreshes it, then 202; a program that goes back to the plain array may emit any type."""
+    stub = StubInterface(signals=["weather_update"])
+    storm = {"signal_type": "storm", "content": "Thunder over the hills"}
+    try:
+        interface_id, token = pair(server.url, cookie, stub, name="weather")
+        with bearer_client(server.url, token) as as_stub, \
+                cookie_client(server.url, cookie) as http:
+            assert_error(as_stub.post("/api/signals", json=storm), 403, "/capabilities")
+            stub.signals = ["weather_update", "storm"]
+            r = http.post(f"/api/interfaces/{interface_id}/refresh")
+            assert r.status_code == 200, r.text
+            assert (r.json()["signals"], r.json()["signals_from"]) == (
+                ["weather_update", "storm"], "capabilities")
+            assert as_stub.post("/api/signals", json=storm).status_code == 202
+            stub.signals = None  # the plain array of tools: no types declared any more
+            assert http.post(f"/api/interfaces/{interface_id}/refresh").status_code == 200
+            anything = {"signal_type": "price_alert", "content": "AAPL up"}
+            assert as_stub.post("/api/signals", json=anything).status_code == 202
+        [item] = interfaces_listed(server.url, cookie)
+        assert (item["signals"], item["signals_from"]) == (["*"], "any")
+    finally:
+        stub.stop()
 
 
 def test_unpairing_revokes_the_token_and_removes_the_tools(
@@ -551,20 +611,25 @@ def test_an_interfaces_own_html_never_reaches_the_person(
 def test_a_paired_interface_survives_a_restart(
     tmp_path: Path, llm: StubLlm, iface: StubInterface
 ) -> None:
-    """After a restart the interface is still listed, its tool offered and its token good."""
+    """After a restart the interface is still listed, its tool offered and its token good for
+    the signal types its /capabilities declared (and for those only)."""
+    iface.signals = ["x"]
     with serving(tmp_path, llm) as before:
-        interface_id, token = pair(before.url, before.login(), iface, name="weather",
-                                   signals=["*"])
+        interface_id, token = pair(before.url, before.login(), iface, name="weather")
         assert before.stop() == 0
     with serving(tmp_path, llm) as after:
         cookie = after.login()
-        assert [i["id"] for i in interfaces_listed(after.url, cookie)] == [interface_id]
+        assert [(i["id"], i["signals"], i["signals_from"])
+                for i in interfaces_listed(after.url, cookie)] == [
+            (interface_id, ["x"], "capabilities")]
         wait_for(lambda: online(after.url, cookie, interface_id) is True)
         after.connect(cookie).turn("hello again")
         assert "lookup" in tool_names(llm.requests[-1])
         with bearer_client(after.url, token) as http:
             r = http.post("/api/signals", json={"signal_type": "x", "content": "back"})
-        assert r.status_code == 202, r.text
+            assert r.status_code == 202, r.text
+            other = http.post("/api/signals", json={"signal_type": "y", "content": "no"})
+            assert_error(other, 403)
 
 
 def test_two_pairings_racing_with_one_key_pair_once(

@@ -11,13 +11,14 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.integration.harness import ServerProcess, StubLlm
+from tests.integration.harness import WAIT_S, ServerProcess, StubLlm
 from tests.integration.stub_interface import (
     StubInterface,
     assert_error,
     bearer_client,
     cookie_client,
     pair,
+    pairing_key,
     serving,
     user_prompt,
 )
@@ -130,8 +131,8 @@ def test_a_signal_without_credentials_is_401(
 def test_a_signal_type_not_declared_at_pairing_is_403(
     server: ServerProcess, cookie: str
 ) -> None:
-    """Declared ["weather_forecast"]: another type is 403. None declared: every type is 403.
-    Declared "*": any type is accepted."""
+    """Declared ["weather_forecast"]: another type is 403, naming what was declared. None
+    declared (and none in /capabilities): any type is accepted. Declared "*": any type too."""
     stubs = [StubInterface() for _ in range(3)]
     try:
         _, narrow = pair(server.url, cookie, stubs[0], name="narrow", signals=["weather_forecast"])
@@ -139,15 +140,72 @@ def test_a_signal_type_not_declared_at_pairing_is_403(
         _, wide = pair(server.url, cookie, stubs[2], name="wide", signals=["*"])
         with bearer_client(server.url, narrow) as http:
             assert_accepted(http.post("/api/signals", json=signal("ok", "weather_forecast")))
-            assert_error(http.post("/api/signals", json=signal("no", "price_alert")), 403)
+            assert_error(http.post("/api/signals", json=signal("no", "price_alert")), 403,
+                         "'price_alert' is not among the types declared at pairing: "
+                         "weather_forecast")
         with bearer_client(server.url, silent) as http:
-            assert_error(http.post("/api/signals", json=signal("no", "weather_forecast")), 403)
+            assert_accepted(http.post("/api/signals", json=signal("ok", "weather_forecast")))
+            assert_accepted(http.post("/api/signals", json=signal("ok", "price_alert")))
         with bearer_client(server.url, wide) as http:
             assert_accepted(http.post("/api/signals", json=signal("ok", "price_alert")))
             assert_accepted(http.post("/api/signals", json=signal("ok", "weather_forecast")))
     finally:
         for stub in stubs:
             stub.stop()
+
+
+def test_a_program_pairing_to_the_letter_emits_the_types_its_capabilities_declare(
+    server: ServerProcess, cookie: str
+) -> None:
+    """A program that pairs with exactly the contract's fields (no `signals`) and answers
+    /capabilities {"tools", "signals"}: its declared types are 202, alone or in a batch, and
+    another type is 403 saying the types came from its /capabilities."""
+    stub = StubInterface(signals=["weather_update", "rain"])
+    try:
+        key = pairing_key(server.url, cookie)["pairing_key"]
+        r = httpx.post(f"{server.url}/api/interfaces/pair", timeout=WAIT_S, json={
+            "pairing_key": key, "name": "weather", "host": stub.host, "port": stub.port})
+        assert r.status_code == 201, r.text
+        with bearer_client(server.url, r.json()["signal_token"]) as http:
+            assert_accepted(http.post("/api/signals", json=signal("Clear skies", "weather_update")))
+            assert_accepted(http.post("/api/signals", json=signal("Drizzle at six", "rain")))
+            assert_error(http.post("/api/signals", json=signal("AAPL up", "price_alert")), 403,
+                         "'price_alert' is not among the types declared in its /capabilities: "
+                         "rain, weather_update")
+            batch = http.post("/api/signals/batch", json=[
+                signal("Wind from the west", "weather_update"), signal("AAPL down", "stock")])
+        assert batch.status_code == 200, batch.text
+        assert (batch.json()["accepted"], batch.json()["rejected"]) == (1, 1)
+        assert [(e["index"], e["status"]) for e in batch.json()["errors"]] == [(1, 403)]
+    finally:
+        stub.stop()
+
+
+def test_pairing_without_signals_against_a_plain_array_may_emit_any_type(
+    server: ServerProcess, cookie: str, iface: StubInterface
+) -> None:
+    """/capabilities answering the contract's plain array of tools declares no types, so a
+    pairing without `signals` may emit any type."""
+    _, token = pair(server.url, cookie, iface, name="weather")
+    with bearer_client(server.url, token) as http:
+        for kind in ("weather_forecast", "price_alert", "anything.at:all"):
+            assert_accepted(http.post("/api/signals", json=signal("ok", kind)))
+
+
+def test_signals_in_the_pair_request_narrow_what_capabilities_declare(
+    server: ServerProcess, cookie: str
+) -> None:
+    """/capabilities declares two types, the pair request one: the other is 403, and the
+    answer says the types were declared at pairing."""
+    stub = StubInterface(signals=["weather_update", "rain"])
+    try:
+        _, token = pair(server.url, cookie, stub, name="weather", signals=["weather_update"])
+        with bearer_client(server.url, token) as http:
+            assert_accepted(http.post("/api/signals", json=signal("Clear", "weather_update")))
+            assert_error(http.post("/api/signals", json=signal("Drizzle", "rain")), 403,
+                         "'rain' is not among the types declared at pairing: weather_update")
+    finally:
+        stub.stop()
 
 
 def test_the_rate_limit_is_429_per_interface(tmp_path: Path, llm: StubLlm) -> None:

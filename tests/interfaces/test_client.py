@@ -9,7 +9,7 @@ import httpx
 import msgspec
 import pytest
 
-from chalie.interfaces.capabilities import Health
+from chalie.interfaces.capabilities import Capabilities, Health
 from chalie.interfaces.client import ExecuteResult, InterfaceClient
 from chalie.interfaces.errors import InterfaceError
 
@@ -73,12 +73,23 @@ def test_an_ipv6_host_is_put_in_brackets() -> None:
 
 def test_capabilities_are_checked() -> None:
     """A good answer gives the capabilities; a bad one names the request and the field."""
-    assert client(answering(CAPS)).capabilities("h", 1)[0].name == "forecast"
+    assert client(answering(CAPS)).capabilities("h", 1).tools[0].name == "forecast"
     bad = [{**CAPS[0], "parameters": [{"name": "c", "type": "int", "required": True,
                                        "description": "d"}]}]
     assert failure(lambda: client(answering(bad)).capabilities("h", 1)) == (
         "GET http://h:1/capabilities: capabilities[0].parameters[0].type: must be string, "
         'number, boolean or object, got "int"')
+
+
+def test_capabilities_in_the_object_form_give_tools_and_signal_types() -> None:
+    """{"tools", "signals"} gives both; a bad signal type names the request and the field."""
+    answer = client(answering({"tools": CAPS, "signals": ["rain", "rain", "wind"]})).capabilities(
+        "h", 1)
+    assert ([t.name for t in answer.tools], answer.signals) == (["forecast"], ("rain", "wind"))
+    bad = {"tools": CAPS, "signals": ["rain", "hail storm"]}
+    assert failure(lambda: client(answering(bad)).capabilities("h", 1)) == (
+        "GET http://h:1/capabilities: capabilities.signals[1]: a signal type (1-64 letters, "
+        "digits or '_', '.', ':', '-') or \"*\", got \"hail storm\"")
 
 
 def test_execute_posts_capability_and_params_and_reads_every_field() -> None:
@@ -193,7 +204,7 @@ def test_a_body_over_the_limit_fails_by_its_declared_length() -> None:
     assert failure(lambda: c.capabilities("h", 1)) == (
         f"GET http://h:1/capabilities: answer larger than {MAX_BYTES} bytes")
     fits = client(lambda r: httpx.Response(200, content=b"[]" + b" " * (MAX_BYTES - 2)))
-    assert fits.capabilities("h", 1) == ()
+    assert fits.capabilities("h", 1) == Capabilities(tools=())
 
 
 def test_an_endless_body_is_cut_off_at_the_limit() -> None:

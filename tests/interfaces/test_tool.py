@@ -26,7 +26,7 @@ CAPABILITY = parse_capabilities(msgspec.json.encode([{
     "name": "forecast", "description": "Weather for a city.", "parameters": [
         {"name": "city", "type": "string", "required": True, "description": "City name"},
         {"name": "days", "type": "number", "required": False, "description": "Days ahead"},
-    ]}]))[0]
+    ]}])).tools[0]
 
 
 class Interface:

@@ -21,10 +21,10 @@ def conn(tmp_path: Path) -> Iterator[apsw.Connection]:
 
 
 def row(iid: str = "i-1", *, token: str = "t-1", signals: tuple[str, ...] | None = ("*",),
-        ) -> InterfaceRow:
+        capability_signals: tuple[str, ...] | None = None) -> InterfaceRow:
     return InterfaceRow(id=iid, name="weather", host="127.0.0.1", port=9001, signals=signals,
                         token_hash=token, version="1.0", capabilities="[]", paired_at=5.0,
-                        refreshed_at=5.0)
+                        refreshed_at=5.0, capability_signals=capability_signals)
 
 
 def test_a_pairing_key_pairs_once_before_it_expires(conn: apsw.Connection) -> None:
@@ -49,22 +49,35 @@ def test_an_expired_or_unknown_key_pairs_nothing(conn: apsw.Connection) -> None:
 
 
 def test_interfaces_round_trip_with_declared_signals_and_none(conn: apsw.Connection) -> None:
-    """Declared types come back as stored; an interface that declared none has None."""
+    """Types declared at pairing and in /capabilities come back as stored; where none were
+    declared, None."""
+    declared = [(("weather", "stock"), None), (None, ("rain",)), (None, None)]
     with db.immediate(conn):
-        for n, declared in enumerate([("weather", "stock"), None]):
+        for n, (signals, capability_signals) in enumerate(declared):
             interface_rows.insert_pairing_key(conn, f"k{n}", 0.0, 600.0)
-            interface_rows.pair(conn, f"k{n}", 1.0, row(f"i-{n}", token=f"t-{n}",
-                                                         signals=declared))
-    assert [(r.id, r.signals) for r in interface_rows.interfaces(conn)] == [
-        ("i-0", ("weather", "stock")), ("i-1", None)]
+            interface_rows.pair(conn, f"k{n}", 1.0, row(
+                f"i-{n}", token=f"t-{n}", signals=signals,
+                capability_signals=capability_signals))
+    assert [(r.id, r.signals, r.capability_signals)
+            for r in interface_rows.interfaces(conn)] == [
+        ("i-0", ("weather", "stock"), None), ("i-1", None, ("rain",)), ("i-2", None, None)]
     with db.immediate(conn):
-        assert interface_rows.update_capabilities(conn, "i-0", "2.0", '[{"x": 1}]', 9.0)
-        assert interface_rows.delete_interface(conn, "i-1")
-        assert not interface_rows.delete_interface(conn, "i-1")
+        assert interface_rows.update_capabilities(
+            conn, "i-0", version="2.0", capabilities='[{"x": 1}]',
+            capability_signals=("wind", "*"), refreshed_at=9.0)
+        assert interface_rows.update_capabilities(
+            conn, "i-1", version="1.1", capabilities="[]", capability_signals=None,
+            refreshed_at=9.0)
+        assert interface_rows.delete_interface(conn, "i-2")
+        assert not interface_rows.delete_interface(conn, "i-2")
     fresh = interface_rows.interface(conn, "i-0")
     assert fresh is not None
     assert (fresh.version, fresh.capabilities, fresh.refreshed_at) == ("2.0", '[{"x": 1}]', 9.0)
-    assert interface_rows.interface(conn, "i-1") is None
+    assert (fresh.signals, fresh.capability_signals) == (("weather", "stock"), ("wind", "*"))
+    withdrawn = interface_rows.interface(conn, "i-1")
+    assert withdrawn is not None
+    assert (withdrawn.signals, withdrawn.capability_signals) == (None, None)
+    assert interface_rows.interface(conn, "i-2") is None
 
 
 def test_world_state_is_replaced_as_a_whole(conn: apsw.Connection) -> None:

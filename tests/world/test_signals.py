@@ -72,15 +72,21 @@ def test_a_missing_required_field_is_named() -> None:
     assert result.error.startswith("content")
 
 
-def test_undeclared_types_are_forbidden_and_star_allows_any() -> None:
-    """An interface may emit only what it declared at pairing; none declared allows nothing."""
+def test_undeclared_types_are_forbidden_and_star_or_nothing_declared_allows_any() -> None:
+    """A declared list narrows what a sender may emit, and the 403 names where the list was
+    declared and what is on it; "*", or no list at all, allows any type."""
     gate = SignalGate(ManualClock(), rate_per_min=10)
     parsed = parse(body(signal_type="stock"))
-    forbidden = gate.admit("a", allowed_types(["weather"]), parsed)
+    forbidden = gate.admit("a", allowed_types(["weather", "rain"]), parsed)
     assert isinstance(forbidden, Rejection)
     assert forbidden.status == 403
-    assert "weather" in forbidden.error
-    assert isinstance(gate.admit("a", allowed_types(None), parsed), Rejection)
+    assert forbidden.error == (
+        "signal_type 'stock' is not among the types declared at pairing: rain, weather")
+    elsewhere = gate.admit("a", allowed_types([]), parsed, declared_in="in its /capabilities")
+    assert isinstance(elsewhere, Rejection)
+    assert elsewhere.error == (
+        "signal_type 'stock' is not among the types declared in its /capabilities: none")
+    assert isinstance(gate.admit("a", allowed_types(None), parsed), Signal)
     assert isinstance(gate.admit("a", allowed_types(["*"]), parsed), Signal)
 
 

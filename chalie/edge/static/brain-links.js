@@ -53,6 +53,16 @@ function toolNames(names) {
   return names.length ? names.join(', ') : 'none';
 }
 
+const SIGNALS_FROM = { pairing: 'declared at pairing', capabilities: 'from its /capabilities' };
+
+/** The signal types an interface may emit, and where they were declared:
+ * "weather_update, rain (from its /capabilities)", "any type (none declared)". */
+function signalTypes(item) {
+  if (item.signals_from === 'any') return 'any type (none declared)';
+  const types = item.signals.includes('*') ? 'any type' : item.signals.join(', ') || 'none';
+  return `${types} (${SIGNALS_FROM[item.signals_from]})`;
+}
+
 function buildInterface(item, ctx) {
   const details = el('details', { className: 'tools-details' },
     el('summary', { text: 'Tool descriptions' }),
@@ -75,7 +85,7 @@ function buildInterface(item, ctx) {
     el('p', { className: 'meta' },
       field('address', `${item.host}:${item.port}`), ' ',
       field('version', item.version || '—'), ' ',
-      field('signals', item.signals ? item.signals.join(', ') || 'none' : 'any')),
+      field('signals', signalTypes(item))),
     item.last_error
       ? el('p', { className: 'error-text wrap', text: `Last error: ${item.last_error}` }) : null,
     el('p', { className: 'wrap' }, field('tools', toolNames(item.tools))),
