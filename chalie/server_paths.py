@@ -13,6 +13,7 @@ import apsw
 import pykka
 import structlog
 
+from chalie.actors import goal_news
 from chalie.actors.dmn import Dmn
 from chalie.actors.goal import Goal
 from chalie.actors.goal_supervisor import GoalSupervisor
@@ -28,8 +29,6 @@ from chalie.clock import Clock
 from chalie.config import Config, parse_span
 from chalie.metrics import Metrics
 from chalie.store import goal_rows, proactive_rows
-from chalie.store.background_ops import GoalState, Proactive
-from chalie.store.proactive_rows import ProactiveRow
 
 log = structlog.get_logger("chalie.server")
 
@@ -108,17 +107,12 @@ def children(config: Config, paths: PathDeps, common: dict[str, Any]) -> tuple[C
 
 
 def goal_failer(paths: PathDeps) -> Callable[[str, str], None]:
-    """How the goals' supervisor fails a goal whose actor keeps crashing: in the store, with a
-    proactive message saying so."""
+    """How the goals' supervisor fails a goal whose actor keeps crashing: in the store (why it
+    ended: crashed), with a proactive message saying so."""
 
     def fail(goal_id: str, error: str) -> None:
-        status, reason = paths.attention.decide(capped=True)
-        paths.directory.tell("store_writer", ApplyOps((
-            GoalState(goal_id, "failed", paths.channel, error=error),
-            Proactive(ProactiveRow(path="goal", channel=paths.channel,
-                                   content=CRASHED.format(error=error), status=status,
-                                   capped=True, composed_at=paths.clock.time(), ref=goal_id,
-                                   reason=reason), goal_id=goal_id))))
+        paths.directory.tell("store_writer", ApplyOps(tuple(goal_news.ended(
+            paths, goal_id, "failed", "crashed", CRASHED.format(error=error), error=error))))
 
     return fail
 

@@ -3,41 +3,52 @@
 A Goal first plans (chalie/actors/goal_plan.py; one structured-output call, prompts/plan.md):
 `{"steps": [{"id", "description", "depends_on"}], "confidence"}`, checked by
 chalie/background/plans.py (Kahn's algorithm; 4-30 words a step; no two steps alike; confidence
-over 0.5). A plan that fails the checks is asked for again once, with the reasons; a second bad
-plan fails the goal with them.
+over 0.5). A plan that fails the checks is asked for again once, with the reasons. When the
+second fails them too (a weak model), the goal runs without a plan, in mode plain: one step,
+the goal itself, a bounded ACT loop on its text (prompts/goal_plain.md); the goal keeps the
+checks' reasons (`plan_problems`).
 Then each ready step (all its dependencies done) runs an ACT loop (prompts/goal_step.md) with
 every tool but `goal`, within what is left of the goal's `goals.max_iterations` and
 `goals.timeout_s` (counted over all its steps). Each step is checkpointed in the transaction
 that stores its turn and its `task` frame, so after a restart the goal resumes at its first
 unfinished step and a finished step never runs again. The last step's answer is the goal's
-result: the goal completes in that same transaction, and the result reaches the person as a
-proactive notification (quiet hours and the daily cap apply; a result the cap holds back is
-still in the goal and in its last `task` frame).
+result: the goal completes in that same transaction. What the person hears meanwhile (the
+result, a failure, progress at most every `goals.progress_every_s`) is chalie/actors/
+goal_news.py's; a goal that is over says why (`end_reason`, goal_rows.END_REASONS).
 
 A step whose LLM call fails is tried again `goals.step_retries` times, `goals.retry_backoff_s`
 apart (doubling); when the goal path's budget is used up the goal pauses (a `paused` task
-frame) and resumes once the budget frees room. A cancelled goal (DELETE /api/goals/<id>, the
-`goal` tool) is cancelled in the store first; its actor then stops at once, and a step it was
-running is not stored.
+frame) and resumes once the budget frees room. One paused for longer than `goals.expire_days`
+(since the first of a run of pauses; a step that runs ends it) expires, at that time or, after
+a restart, at once. A cancelled goal (DELETE /api/goals/<id>, the `goal` tool) is cancelled in
+the store first; its actor then stops at once, and a step it was running is not stored.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import msgspec
 import pykka
 import structlog
 
+from chalie.actors import goal_news
 from chalie.actors.background_messages import GoalDone, StopGoal
 from chalie.actors.driver_deps import Ending
-from chalie.actors.goal_plan import PlanReady, PlanRefused, plan_job, plan_steps, plan_text
+from chalie.actors.goal_news import EXPIRED, FAILED
+from chalie.actors.goal_plan import (
+    PlanReady,
+    PlanRefused,
+    plain_step,
+    plan_job,
+    plan_steps,
+    step_prompt,
+)
+from chalie.actors.goal_waits import ExpiryDue, Resume, Waits
 from chalie.actors.path import PathActor, PathDeps
 from chalie.actors.store_writer_messages import ApplyOps, OpsApplied, SaveSnapshots
 from chalie.actors.supervisor import Link
 from chalie.actors.turn_messages import LlmFailed, TurnStored, TurnStoreFailed
 from chalie.background import plans
-from chalie.clock import Timer
 from chalie.config import GoalsConfig
 from chalie.store import goal_rows
 from chalie.store.background_ops import (
@@ -45,24 +56,17 @@ from chalie.store.background_ops import (
     GoalState,
     Op,
     PauseGoal,
-    Proactive,
     SavePlan,
     Spend,
     StepStatus,
 )
 from chalie.store.goal_rows import GoalRow, StepRow
-from chalie.store.proactive_rows import ProactiveRow
 from chalie.tools.view import ToolView
 
 log = structlog.get_logger("chalie.goals")
 
 EXCLUDED_TOOLS = ("goal",)
 RESULT_CHARS = 4000  # of a step's answer kept as its result
-FAILED = 'I could not complete the goal "{goal}": {error}'
-
-
-class _Resume(msgspec.Struct, frozen=True, tag=True):
-    """A Goal's own: a retry's wait, or a budget pause, is over."""
 
 
 class Goal(PathActor):
@@ -77,8 +81,8 @@ class Goal(PathActor):
         self._row: GoalRow | None = None
         self._steps: list[StepRow] = []
         self._busy = False  # planning, a step, or a write we wait for
-        self._awaiting: str | None = None  # the write we wait for: a turn id, "plan", "ended"
-        self._timer: Timer | None = None
+        self._awaiting: str | None = None  # that write: a turn id, "plan", "paused", "ended"
+        self._waits = Waits(deps.clock, self.tell_self, expire_days=config.expire_days)
         self._failures = 0  # failed attempts in a row (LLM errors), for the backoff
         self._done = False
 
@@ -89,11 +93,10 @@ class Goal(PathActor):
     def started(self) -> None:
         structlog.contextvars.bind_contextvars(goal_id=self._goal_id)
         self._load()
-        self._advance()
+        self._go_on()
 
     def on_stop(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
+        self._waits.cancel()
 
     def on_receive(self, message: Any) -> Any:
         with structlog.contextvars.bound_contextvars(actor="goal", goal_id=self._goal_id):
@@ -103,9 +106,12 @@ class Goal(PathActor):
         match message:
             case StopGoal():
                 self._stop_now("cancelled")
-            case _Resume():
-                self._timer = None
-                self._advance()
+            case Resume():
+                self._waits.resumed()
+                self._go_on()
+            case ExpiryDue():
+                self._waits.expiry_came()
+                self._go_on()
             case PlanReady() | PlanRefused():
                 self._planned(message)
             case LlmFailed(turn_id=tid) if tid == self._plan_id:
@@ -129,11 +135,19 @@ class Goal(PathActor):
         conn = self._deps.read()
         self._row = goal_rows.get(conn, self._goal_id)
         self._steps = goal_rows.steps(conn, self._goal_id)
+        self._waits.watch_expiry(self._row)
+
+    def _go_on(self) -> None:
+        """On start, and when a wait is over: expire a goal paused too long, or go on."""
+        if self._waits.expired(self._row) and not (self._busy or self._done):
+            self._expire()
+        else:
+            self._advance()
 
     def _advance(self) -> None:
         """Do what comes next: plan, run the next ready step, or finish."""
         row = self._row
-        if self._done or self._busy or self._timer is not None:
+        if self._done or self._busy or self._waits.waiting:
             return
         if row is None or row.state not in goal_rows.ACTIVE:
             self._finish_actor()
@@ -169,8 +183,11 @@ class Goal(PathActor):
             Spend("goal", outcome.tokens, outcome.calls, self._goal_id),
             GoalSpent(self._goal_id, 0, outcome.elapsed_s, outcome.tokens))
         if isinstance(outcome, PlanRefused):
-            error = "no usable plan: " + "; ".join(outcome.problems)
-            self._ops(*spent, *self._failure_ops(error), tag="ended")
+            assert self._row is not None
+            log.warning("goal_runs_plain", goal_id=self._goal_id, problems=outcome.problems)
+            self._ops(*spent, SavePlan(self._goal_id, (plain_step(self._row.goal),), None,
+                                       d.channel, mode="plain", problems=outcome.problems),
+                      tag="plan")
             return
         plan = outcome.plan
         steps = plan_steps(plan)
@@ -190,17 +207,19 @@ class Goal(PathActor):
             latest = next((s for s in reversed(self._steps) if s.result), None)
             self._busy = True
             self._ops(GoalState(self._goal_id, "completed", d.channel,
-                                result=latest.result if latest else None), tag="ended")
+                                result=latest.result if latest else None,
+                                end_reason="completed"), tag="ended")
             return
         step = next(s for s in self._steps if s.step_id == ready[0])
         iterations = config.max_iterations - row.iterations
         seconds = config.timeout_s - row.elapsed_s
         if iterations <= 0 or seconds <= 0:
-            spent = (f"all {config.max_iterations} iterations" if iterations <= 0
-                     else f"all {config.timeout_s:g}s")
+            spent, reason = ((f"all {config.max_iterations} iterations", "out_of_iterations")
+                             if iterations <= 0 else
+                             (f"all {config.timeout_s:g}s", "out_of_time"))
             self._busy = True
-            self._ops(*self._failure_ops(f"it used {spent} before step {step.step_id}"),
-                      tag="ended")
+            self._ops(*self._failure_ops(f"it used {spent} before step {step.step_id}",
+                                         reason), tag="ended")
             return
         if not d.governor.has_room(self.path):
             self._pause()
@@ -208,13 +227,9 @@ class Goal(PathActor):
         self._busy = True
         final = len(done) == len(self._steps) - 1
         self._ops(StepStatus(self._goal_id, step.step_id, "running", d.channel, attempt=True))
-        turn = self.new_turn(
-            text=step.description, template="goal_step",
-            extra={"goal": row.goal, "plan": plan_text(self._steps, step, d.prompts),
-                   "step_id": step.step_id, "step": step.description,
-                   "last": d.prompts.fragment("goal_last_step" if final else "goal_next_step")},
-            max_iterations=iterations, timeout_s=seconds, request=(step, final),
-        )
+        template, extra = step_prompt(row, self._steps, step, final=final, prompts=d.prompts)
+        turn = self.new_turn(text=step.description, template=template, extra=extra,
+                             max_iterations=iterations, timeout_s=seconds, request=(step, final))
         log.info("goal_step_started", goal_id=self._goal_id, step_id=step.step_id,
                  turn_id=turn.id, iterations_left=iterations, seconds_left=round(seconds, 1))
         self._driver.begin(turn)
@@ -233,20 +248,20 @@ class Goal(PathActor):
             ops = [spent, StepStatus(self._goal_id, step.step_id, "pending", d.channel),
                    PauseGoal(self._goal_id, None if until == float("inf") else until,
                              d.channel)]
-            self._set_timer(until)
+            self._waits.resume_at(until)
         elif ending.outcome == "answered" and ending.text:
             self._failures = 0
             result = ending.text[:RESULT_CHARS]
             ops = [spent, StepStatus(self._goal_id, step.step_id, "done", d.channel,
-                                     result=result)]
-            if last:
-                ops += self._result_ops(ending.text)
+                                     result=result),
+                   *(self._result_ops(ending.text) if last else self._progress_ops(result))]
         elif ending.outcome == "timeout" or not ending.recoverable or \
                 self._failures >= self._config.step_retries:
             error = ending.error or "no answer"
+            reason = "out_of_time" if ending.outcome == "timeout" else "step_failed"
             ops = [spent, StepStatus(self._goal_id, step.step_id, "failed", d.channel,
                                      result=error),
-                   *self._failure_ops(f"step {step.step_id} failed: {error}")]
+                   *self._failure_ops(f"step {step.step_id} failed: {error}", reason)]
         else:  # a recoverable failure: the step runs again after a while
             ops = [spent, StepStatus(self._goal_id, step.step_id, "pending", d.channel)]
             self._retry_later(ending.error or "no answer")
@@ -257,28 +272,21 @@ class Goal(PathActor):
 
     def _result_ops(self, text: str) -> list[Op]:
         """The goal completes with `text` as its result, which surfaces to the person."""
-        d = self._deps
-        return [GoalState(self._goal_id, "completed", d.channel, result=text[:RESULT_CHARS]),
-                self._surface(text)]
+        return goal_news.ended(self._deps, self._goal_id, "completed", "completed", text,
+                               result=text[:RESULT_CHARS])
 
-    def _failure_ops(self, error: str) -> list[Op]:
+    def _progress_ops(self, result: str) -> list[Op]:
+        """The person hears which step is done, when it is time to (goal_news.progress)."""
         assert self._row is not None
-        log.warning("goal_failed", goal_id=self._goal_id, error=error)
-        return [GoalState(self._goal_id, "failed", self._deps.channel, error=error),
-                self._surface(FAILED.format(goal=self._row.goal, error=error))]
+        done = sum(s.status == "done" for s in self._steps) + 1
+        return goal_news.progress(self._deps, self._row, self._config.progress_every_s,
+                                  done=done, total=len(self._steps), found=result)
 
-    def _surface(self, text: str) -> Proactive:
-        """A proactive message about this goal, as attention decides (cap, quiet hours)."""
-        d = self._deps
-        status, reason = d.attention.decide(capped=True)
-        if status == "suppressed":
-            d.metrics.proactive_suppressed.labels(reason=reason or "cap").inc()
-        else:
-            d.metrics.proactive.labels(path="goal", result=status).inc()
-        return Proactive(ProactiveRow(path="goal", channel=d.channel, content=text,
-                                      status=status, capped=True, composed_at=d.clock.time(),
-                                      ref=self._goal_id, reason=reason),
-                         goal_id=self._goal_id)
+    def _failure_ops(self, error: str, reason: str) -> list[Op]:
+        assert self._row is not None
+        log.warning("goal_failed", goal_id=self._goal_id, error=error, reason=reason)
+        return goal_news.ended(self._deps, self._goal_id, "failed", reason,
+                               FAILED.format(goal=self._row.goal, error=error), error=error)
 
     # -- waiting --
 
@@ -288,31 +296,36 @@ class Goal(PathActor):
             self._retry_later(error)
             return
         self._busy = True
-        self._ops(*self._failure_ops(f"planning failed: {error}"), tag="ended")
+        self._ops(*self._failure_ops(f"planning failed: {error}", "planning_error"),
+                  tag="ended")
 
     def _retry_later(self, error: str) -> None:
         delay = self._config.retry_backoff_s * 2 ** self._failures
         self._failures += 1
         log.warning("goal_retry_later", goal_id=self._goal_id, error=error, retry_in_s=delay,
                     attempt=self._failures)
-        self._set_timer(self._deps.clock.time() + delay)
+        self._waits.resume_at(self._deps.clock.time() + delay)
 
     def _pause(self) -> None:
+        """Wait for the budget to free room; the goal is read again once the pause is stored
+        (since when it is paused: its expiry)."""
         d = self._deps
         until = d.governor.frees_at(self.path)
         log.warning("goal_paused", goal_id=self._goal_id,
                     resumes_in_s=round(until - d.clock.time(), 1))
+        self._busy = True
         self._ops(PauseGoal(self._goal_id, None if until == float("inf") else until,
-                            d.channel))
-        self._set_timer(until)
+                            d.channel), tag="paused")
+        self._waits.resume_at(until)
 
-    def _set_timer(self, when: float) -> None:
-        """Go on (_Resume) once the wall clock reaches `when` (never, for infinity)."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        if when != float("inf"):
-            self._timer = self._deps.clock.call_at(when, lambda: self.tell_self(_Resume()))
+    def _expire(self) -> None:
+        assert self._row is not None
+        days = self._config.expire_days
+        log.warning("goal_expired", goal_id=self._goal_id, paused_at=self._row.paused_at)
+        self._busy = True
+        self._ops(*goal_news.ended(self._deps, self._goal_id, "expired", "expired",
+                                   EXPIRED.format(goal=self._row.goal, days=days)),
+                  tag="ended")
 
     # -- the store's answers --
 
@@ -346,9 +359,7 @@ class Goal(PathActor):
         if self._done:
             return
         self._done = True
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._waits.cancel()
         if self._supervisor is not None:
             try:
                 self._supervisor.tell(GoalDone(self._goal_id))

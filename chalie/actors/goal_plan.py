@@ -1,7 +1,8 @@
 """A goal's plan, for the Goal actor (chalie/actors/goal.py): the pool job that asks the light
 model for one (a structured-output call, prompts/plan.md), has chalie/background/plans.py check
 it and asks again once with the reasons; what the job answers (PlanReady, PlanRefused); the
-steps a good plan becomes, in the order they run; and the plan as a step's prompt shows it.
+steps a good plan becomes, in the order they run, or the one step of a goal run without a plan
+(the goal itself); and a step's prompt, with the plan as it shows it.
 """
 
 from __future__ import annotations
@@ -19,10 +20,12 @@ from chalie.clock import Clock
 from chalie.errors import StructuredOutputError
 from chalie.llm.types import ChatRequest, Message
 from chalie.prompts import Prompts
-from chalie.store.goal_rows import StepRow
+from chalie.store.goal_rows import GoalRow, StepRow
 from chalie.store.memory_writes import SnapshotRow
 
 log = structlog.get_logger("chalie.goals")
+
+PLAIN_STEP = "goal"  # the id of the one step of a goal run without a plan
 
 
 class PlanReady(msgspec.Struct, frozen=True, tag=True):
@@ -87,6 +90,24 @@ def plan_steps(plan: plans.Plan) -> tuple[StepRow, ...]:
         StepRow(step_id=sid, position=n, description=" ".join(by_id[sid].description.split()),
                 depends_on=tuple(by_id[sid].depends_on))
         for n, sid in enumerate(plans.order(plan)))
+
+
+def plain_step(goal: str) -> StepRow:
+    """The one step of a goal run without a plan: the goal itself."""
+    return StepRow(step_id=PLAIN_STEP, position=0, description=goal, depends_on=())
+
+
+def step_prompt(row: GoalRow, steps: Sequence[StepRow], step: StepRow, *, final: bool,
+                prompts: Prompts) -> tuple[str, dict[str, str]]:
+    """The prompt file of a step's loop and what only it fills in: the goal itself for a goal
+    run without a plan (prompts/goal_plain.md), else the plan with the results so far and the
+    step (prompts/goal_step.md), `final` when its answer is the goal's result."""
+    if row.mode == "plain":
+        return "goal_plain", {"goal": row.goal}
+    return "goal_step", {
+        "goal": row.goal, "plan": plan_text(steps, step, prompts), "step_id": step.step_id,
+        "step": step.description,
+        "last": prompts.fragment("goal_last_step" if final else "goal_next_step")}
 
 
 def plan_text(steps: Sequence[StepRow], current: StepRow, prompts: Prompts) -> str:

@@ -8,7 +8,7 @@ missing depends_on means none. A plan that reads is then judged by `problems`: i
 must form a graph Kahn's algorithm can order (no unknown ids, no cycles), each description must
 say one thing in 4 to 30 words, no two descriptions may be near-copies (word Jaccard < 0.7),
 and the model must be more than half sure of it. The caller re-asks once with those problems,
-which are written for the model to act on; then the goal fails with them.
+which are written for the model to act on; then the goal runs without a plan, keeping them.
 """
 
 from __future__ import annotations

@@ -2,9 +2,12 @@
 
 POST {goal} -> 201 {id, goal, state}; the goal is stored first, then its actor plans it.
 GET lists goals, newest first (?state=, limit, offset), each with its progress (`coverage`,
-the share of its plan's steps done); GET /api/goals/<id> adds its plan with every step's status
-and result. DELETE cancels a goal that is still active (a step it is running stops at once and
-is not stored); 409 for one that already completed or failed.
+the share of its plan's steps done), whether it runs a plan or, its plans having failed the
+checks, plain without one (`mode`, `plan_problems`), and for one that is over why
+(`end_reason`, a stable code, beside the human `error`); GET /api/goals/<id> adds its plan with
+every step's status and result (a plain goal's one step is the goal). DELETE cancels a goal
+that is still active (a step it is running stops at once and is not stored); 409 for one that
+is over already.
 """
 
 from __future__ import annotations
@@ -27,7 +30,11 @@ MAX_LIMIT = 1000
 DEFAULT_LIMIT = 100
 
 
-GoalState = Literal["pending", "planning", "running", "completed", "failed", "cancelled"]
+GoalState = Literal["pending", "planning", "running", "completed", "failed", "cancelled",
+                    "expired"]
+# Why a goal ended: goal_rows.END_REASONS, as stable codes.
+EndReason = Literal["completed", "step_failed", "out_of_iterations", "out_of_time",
+                    "planning_error", "crashed", "cancelled", "expired"]
 
 
 class GoalBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -41,15 +48,20 @@ class GoalCreated(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class Goal(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """A goal and its progress: `coverage` is the share of its plan's steps done."""
+    """A goal and its progress: `coverage` is the share of its plan's steps done. `mode` plan,
+    or plain (no plan: both plans failed the checks, `plan_problems` says how); null until
+    planned. `end_reason` says why a goal that is over ended (null while it is active)."""
 
     id: str
     goal: str
     state: GoalState
     source: Literal["person", "tool", "dmn"]
     coverage: float
+    mode: Literal["plan", "plain"] | None
+    plan_problems: list[str] | None
     result: str | None
     error: str | None
+    end_reason: EndReason | None
     iterations: int
     elapsed_s: float
     tokens: int
@@ -86,7 +98,9 @@ class GoalList(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 def goal_document(conn: apsw.Connection, row: GoalRow) -> Goal:
     return msgspec.convert({
         "id": row.id, "goal": row.goal, "state": row.state, "source": row.source,
-        "coverage": goal_rows.coverage(conn, row.id), "result": row.result, "error": row.error,
+        "coverage": goal_rows.coverage(conn, row.id), "mode": row.mode,
+        "plan_problems": None if row.plan_problems is None else list(row.plan_problems),
+        "result": row.result, "error": row.error, "end_reason": row.end_reason,
         "iterations": row.iterations, "elapsed_s": round(row.elapsed_s, 3),
         "tokens": row.tokens, "paused_until": row.paused_until, "created_at": row.created_at,
         "updated_at": row.updated_at, "finished_at": row.finished_at,
@@ -167,7 +181,7 @@ class GoalHandler(AuthedHandler):
         (before,) = await apply(self, CancelGoal(goal_id, self.ctx.config.dmn.channel))
         if before is None:
             raise ApiError(404, f"no goal {shown(goal_id)}")
-        if before in ("completed", "failed"):
+        if before in ("completed", "failed", "expired"):
             raise ApiError(409, f"goal {goal_id} is {before}: there is nothing to cancel")
         found = await self.off_loop(lambda: _document(self.ctx.read(), goal_id))
         self.write_json(found)

@@ -83,20 +83,27 @@ class CancelGoal(msgspec.Struct, frozen=True, tag=True):
 
 
 class GoalState(msgspec.Struct, frozen=True, tag=True):
-    """An active goal moves to `state`; with a `task` frame on `channel`."""
+    """An active goal moves to `state` (one that is over: with why, goal_rows.END_REASONS);
+    with a `task` frame on `channel`."""
 
     goal_id: str
     state: str
     channel: str
     error: str | None = None
     result: str | None = None
+    end_reason: str | None = None
 
 
 class SavePlan(msgspec.Struct, frozen=True, tag=True):
+    """The goal's steps; mode plain: its one step is the goal itself, run without a plan
+    because of `problems` (no confidence)."""
+
     goal_id: str
     steps: tuple[StepRow, ...]
-    confidence: float
+    confidence: float | None
     channel: str
+    mode: str = "plan"
+    problems: tuple[str, ...] | None = None
 
 
 class StepStatus(msgspec.Struct, frozen=True, tag=True):
@@ -120,9 +127,18 @@ class GoalSpent(msgspec.Struct, frozen=True, tag=True):
 
 
 class PauseGoal(msgspec.Struct, frozen=True, tag=True):
+    """The goal waits for budget until `until` (None: unknown); its `paused_at` is kept from
+    the first of a run of pauses."""
+
     goal_id: str
     until: float | None
     channel: str
+
+
+class ProgressTold(msgspec.Struct, frozen=True, tag=True):
+    """With a goal's progress notification: the person heard of its progress now."""
+
+    goal_id: str
 
 
 class Proactive(msgspec.Struct, frozen=True, tag=True):
@@ -148,6 +164,7 @@ class DmnRun(msgspec.Struct, frozen=True, tag=True):
     at: float
     result: str
     fingerprint: str
+    signals: tuple[str, ...] = ()  # the ids of the signals that woke a signal trigger
 
 
 class Spend(msgspec.Struct, frozen=True, tag=True):
@@ -204,9 +221,9 @@ class DriftGist(msgspec.Struct, frozen=True, tag=True):
 
 Op = (
     InsertSchedule | CancelSchedule | ScheduleRan | ScheduleMissed | InsertGoal | CancelGoal
-    | GoalState | SavePlan | StepStatus | GoalSpent | PauseGoal | Proactive | DeliverDeferred
-    | DmnRun | Spend | InsertImage | TopicSeen | SaveMind | SaveTraits | ConceptsActivated
-    | DriftGist
+    | GoalState | SavePlan | StepStatus | GoalSpent | PauseGoal | ProgressTold | Proactive
+    | DeliverDeferred | DmnRun | Spend | InsertImage | TopicSeen | SaveMind | SaveTraits
+    | ConceptsActivated | DriftGist
 )
 
 
@@ -283,11 +300,12 @@ def _apply(conn: apsw.Connection, op: Op, turn_id: str | None, now: float,
             return before
         case GoalState():
             goal_rows.set_state(conn, op.goal_id, op.state, now=now, error=op.error,
-                                result=op.result)
+                                result=op.result, end_reason=op.end_reason)
             out.frames.append((op.channel, goal_task(conn, op.goal_id, op.state,
                                                      error=op.error)))
         case SavePlan():
-            goal_rows.save_plan(conn, op.goal_id, op.steps, confidence=op.confidence, now=now)
+            goal_rows.save_plan(conn, op.goal_id, op.steps, confidence=op.confidence, now=now,
+                                mode=op.mode, problems=op.problems)
             out.frames.append((op.channel, goal_task(conn, op.goal_id, "running")))
         case StepStatus():
             goal_rows.step_status(conn, op.goal_id, op.step_id, op.status, now=now,
@@ -303,6 +321,8 @@ def _apply(conn: apsw.Connection, op: Op, turn_id: str | None, now: float,
             goal_rows.pause(conn, goal_id, until, now)
             if until is not None:
                 out.frames.append((channel, goal_task(conn, goal_id, "paused")))
+        case ProgressTold(goal_id=goal_id):
+            goal_rows.progress_told(conn, goal_id, now)
         case Proactive(row=row):
             proactive_rows.insert(conn, row, turn_id=turn_id, now=now)
             if row.status == "sent":
@@ -314,7 +334,8 @@ def _apply(conn: apsw.Connection, op: Op, turn_id: str | None, now: float,
             return _deliver(conn, channel, max_age, now, out)
         case DmnRun():
             proactive_rows.insert_dmn_run(conn, trigger=op.trigger, at=op.at, result=op.result,
-                                          fingerprint=op.fingerprint, turn_id=turn_id)
+                                          fingerprint=op.fingerprint, turn_id=turn_id,
+                                          signals=op.signals)
         case Spend():
             proactive_rows.insert_spending(conn, path=op.path, tokens=op.tokens,
                                            llm_calls=op.llm_calls, at=now, ref=op.ref)

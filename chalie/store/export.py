@@ -163,6 +163,11 @@ class GoalLine(_Line, frozen=True, tag="goal"):
     created_at: float
     updated_at: float
     finished_at: float | None
+    mode: str | None = None
+    plan_problems: list[str] | None = None
+    paused_at: float | None = None
+    progress_at: float | None = None
+    end_reason: str | None = None
     steps: list[GoalStep] = []
 
 
@@ -186,7 +191,7 @@ _ROWS: dict[type[_Line], tuple[str, str]] = {
 }
 _RENAMED = {"knowledge_kind": "kind"}
 _NESTED = {"runs", "steps"}
-_JSON_LISTS = {"entities", "open_loops", "depends_on"}
+_JSON_LISTS = {"entities", "open_loops", "depends_on", "plan_problems"}  # NULL stays None
 COUNTED = ("turn", "transcript", "knowledge", "episode", "encoding", "schedule", "goal")
 
 
@@ -203,7 +208,8 @@ def _select(conn: apsw.Connection, cls: type[Any], table: str, tail: str, *,
     for row in conn.execute(sql, params):
         values = dict(zip((f for f, _ in pairs), row, strict=True))
         for name in _JSON_LISTS & values.keys():
-            values[name] = _ids.decode(values[name])
+            if values[name] is not None:
+                values[name] = _ids.decode(values[name])
         yield values
 
 
@@ -249,7 +255,8 @@ def _insert(conn: apsw.Connection, table: str, cls: type[Any], line: Any,
     pairs = _columns(cls)
     values = {c: getattr(line, f) for f, c in pairs}
     for name in _JSON_LISTS & values.keys():
-        values[name] = _encoder.encode(values[name]).decode()
+        if values[name] is not None:
+            values[name] = _encoder.encode(values[name]).decode()
     values.update(extra or {})
     names = list(values)
     conn.execute(f"INSERT INTO {table} ({', '.join(names)}) "

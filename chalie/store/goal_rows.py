@@ -1,4 +1,10 @@
-"""Goals in the store: the goal, its plan's steps, and what its loops used.
+"""Goals in the store: the goal, its plan's steps, what its loops used, and how it ended.
+
+A goal runs in `mode` plan (the steps of a checked plan) or plain (one step, the goal itself,
+after two plans failed the checks: `plan_problems` keeps why). While its path is out of budget
+it is paused: `paused_until` when it goes on, `paused_at` since when it waits (the first pause
+of a run of them; cleared once a step runs). `progress_at` is when the person last heard of its
+progress. A goal that is over has an `end_reason`, one of END_REASONS.
 
 Writes run on the StoreWriter's connection inside its transactions; reads on any reader. A
 write that finds its goal no longer running (cancelled meanwhile) raises StoreConflict, so the
@@ -17,7 +23,13 @@ import msgspec
 from chalie.errors import StoreConflict
 
 ACTIVE = ("pending", "planning", "running")
-STATES = ("pending", "planning", "running", "completed", "failed", "cancelled")
+STATES = ("pending", "planning", "running", "completed", "failed", "cancelled", "expired")
+FINISHED = ("completed", "failed", "cancelled", "expired")
+# Why a goal ended: its last step answered; a step failed; it used goals.max_iterations or
+# goals.timeout_s; the LLM call for its plan failed; its actor kept crashing; the person (or a
+# turn) cancelled it; it was paused longer than goals.expire_days.
+END_REASONS = ("completed", "step_failed", "out_of_iterations", "out_of_time", "planning_error",
+               "crashed", "cancelled", "expired")
 _decode_ids = msgspec.json.Decoder(tuple[str, ...]).decode
 
 
@@ -37,6 +49,11 @@ class GoalRow(msgspec.Struct, frozen=True):
     created_at: float
     updated_at: float
     finished_at: float | None
+    mode: str | None = None  # plan | plain; None until planned
+    plan_problems: tuple[str, ...] | None = None  # why it runs plain
+    paused_at: float | None = None
+    progress_at: float | None = None
+    end_reason: str | None = None
 
 
 class StepRow(msgspec.Struct, frozen=True):
@@ -56,7 +73,11 @@ _STEP = ", ".join(StepRow.__struct_fields__)
 
 
 def _goal(r: Sequence[Any]) -> GoalRow:
-    return GoalRow(*r)
+    values = list(r)
+    problems = GoalRow.__struct_fields__.index("plan_problems")
+    if values[problems] is not None:
+        values[problems] = _decode_ids(values[problems])
+    return GoalRow(*values)
 
 
 def _step(r: Sequence[Any]) -> StepRow:
@@ -80,8 +101,9 @@ def cancel(conn: apsw.Connection, goal_id: str, now: float) -> str | None:
     if row is None:
         return None
     conn.execute(
-        "UPDATE goals SET state = 'cancelled', updated_at = ?, finished_at = ?, "
-        "paused_until = NULL WHERE id = ? AND state IN ('pending', 'planning', 'running')",
+        "UPDATE goals SET state = 'cancelled', end_reason = 'cancelled', updated_at = ?, "
+        "finished_at = ?, paused_until = NULL "
+        "WHERE id = ? AND state IN ('pending', 'planning', 'running')",
         (now, now, goal_id))
     conn.execute("UPDATE goal_steps SET status = 'pending' WHERE goal_id = ? AND "
                  "status = 'running'", (goal_id,))
@@ -90,23 +112,29 @@ def cancel(conn: apsw.Connection, goal_id: str, now: float) -> str | None:
 
 def set_state(conn: apsw.Connection, goal_id: str, state: str, *, now: float,
               error: str | None = None, result: str | None = None,
-              paused_until: float | None = None) -> None:
-    """Move an active goal to `state`; StoreConflict when it is no longer active."""
-    finished = now if state in ("completed", "failed", "cancelled") else None
+              end_reason: str | None = None) -> None:
+    """Move an active goal to `state` (one that is over: with `end_reason`); StoreConflict
+    when it is no longer active."""
+    finished = now if state in FINISHED else None
     conn.execute(
         "UPDATE goals SET state = ?, error = coalesce(?, error), result = coalesce(?, result), "
-        "paused_until = ?, updated_at = ?, finished_at = ? "
-        "WHERE id = ? AND state IN ('pending', 'planning', 'running')",
-        (state, error, result, paused_until, now, finished, goal_id))
+        "end_reason = coalesce(?, end_reason), paused_until = NULL, updated_at = ?, "
+        "finished_at = ? WHERE id = ? AND state IN ('pending', 'planning', 'running')",
+        (state, error, result, end_reason, now, finished, goal_id))
     if conn.changes() == 0:
         raise StoreConflict(f"goal {goal_id} is no longer active")
 
 
 def save_plan(conn: apsw.Connection, goal_id: str, steps: Sequence[StepRow], *,
-              confidence: float, now: float) -> None:
-    """The goal's plan: its steps, and the goal is running."""
+              confidence: float | None, now: float, mode: str = "plan",
+              problems: Sequence[str] | None = None) -> None:
+    """The goal's plan: its steps, and the goal is running in `mode` (plain: the one step is
+    the goal itself, and `problems` say why no plan could be used)."""
     set_state(conn, goal_id, "running", now=now)
-    conn.execute("UPDATE goals SET confidence = ? WHERE id = ?", (confidence, goal_id))
+    conn.execute(
+        "UPDATE goals SET confidence = ?, mode = ?, plan_problems = ? WHERE id = ?",
+        (confidence, mode,
+         None if problems is None else msgspec.json.encode(list(problems)).decode(), goal_id))
     conn.execute("DELETE FROM goal_steps WHERE goal_id = ?", (goal_id,))
     conn.executemany(
         "INSERT INTO goal_steps (goal_id, step_id, position, description, depends_on, status) "
@@ -132,8 +160,10 @@ def step_status(conn: apsw.Connection, goal_id: str, step_id: str, status: str, 
     if conn.changes() == 0:
         raise StoreConflict(f"step {step_id} of goal {goal_id} is finished already")
     # A step that runs means the goal is not paused (any more).
-    conn.execute("UPDATE goals SET updated_at = ?, paused_until = CASE WHEN ? = 'running' "
-                 "THEN NULL ELSE paused_until END WHERE id = ?", (now, status, goal_id))
+    conn.execute("UPDATE goals SET updated_at = ?, "
+                 "paused_until = CASE WHEN ? = 'running' THEN NULL ELSE paused_until END, "
+                 "paused_at = CASE WHEN ? = 'running' THEN NULL ELSE paused_at END "
+                 "WHERE id = ?", (now, status, status, goal_id))
 
 
 def spent(conn: apsw.Connection, goal_id: str, *, iterations: int, elapsed_s: float,
@@ -149,8 +179,16 @@ def spent(conn: apsw.Connection, goal_id: str, *, iterations: int, elapsed_s: fl
 
 
 def pause(conn: apsw.Connection, goal_id: str, until: float | None, now: float) -> None:
-    conn.execute("UPDATE goals SET paused_until = ?, updated_at = ? WHERE id = ? AND "
-                 "state IN ('pending', 'planning', 'running')", (until, now, goal_id))
+    """The goal waits for budget until `until` (None: no time is known); `paused_at` keeps
+    when the first of a run of pauses began."""
+    conn.execute("UPDATE goals SET paused_until = ?, paused_at = coalesce(paused_at, ?), "
+                 "updated_at = ? WHERE id = ? AND state IN ('pending', 'planning', 'running')",
+                 (until, now, now, goal_id))
+
+
+def progress_told(conn: apsw.Connection, goal_id: str, now: float) -> None:
+    """The person was just told of the goal's progress."""
+    conn.execute("UPDATE goals SET progress_at = ? WHERE id = ?", (now, goal_id))
 
 
 # --- reads ----------------------------------------------------------------------------------

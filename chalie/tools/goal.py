@@ -1,8 +1,10 @@
 """The innate `goal` tool: pursue a goal in the background, list goals, see one, cancel one.
 
 A goal started here is stored with the turn (an effect); once the turn is stored its Goal actor
-plans it and works through the plan, reporting `task` frames, and its result reaches the person
-as a notification. Goals the DMN starts (its PLAN action) are pursued the same way.
+plans it and works through the plan (or, with no usable plan, on the goal itself), reporting
+`task` frames, and its result reaches the person as a notification. Goals the DMN starts (its
+PLAN action) are pursued the same way. Status says how a goal runs and, once it is over, why it
+ended (completed, failed, cancelled, or expired after waiting too long for budget).
 """
 
 from __future__ import annotations
@@ -85,9 +87,14 @@ class GoalTool:
         if row is None:
             return tool_error(f"no goal {goal_id!r}")
         lines = [f"goal {row.id} ({row.state}): {row.goal}"]
+        if row.mode == "plain":
+            lines.append("runs without a plan, as its plans failed the checks: "
+                         + " ".join(row.plan_problems or ()))
         for step in goal_rows.steps(conn, goal_id):
             result = f" -> {_short(step.result)}" if step.result else ""
             lines.append(f"- step {step.step_id} ({step.status}): {step.description}{result}")
+        if row.end_reason:
+            lines.append(f"ended: {row.end_reason}")
         if row.error:
             lines.append(f"error: {row.error}")
         if row.result:

@@ -66,6 +66,13 @@ def fill(conn: apsw.Connection) -> None:
                                          StepRow("b", 1, "compare", ("a",))],
                             confidence=0.8, now=25.0)
         goal_rows.step_status(conn, "g1", "a", "done", now=26.0, result="three vets")
+        goal_rows.insert(conn, "g2", "Book the vet", source="tool", turn_id=None, now=27.0)
+        goal_rows.save_plan(conn, "g2", [StepRow("goal", 0, "Book the vet", ())],
+                            confidence=None, now=28.0, mode="plain",
+                            problems=["The plan's confidence is 0.3."])
+        goal_rows.progress_told(conn, "g2", 29.0)
+        goal_rows.pause(conn, "g2", None, 30.0)
+        goal_rows.set_state(conn, "g2", "expired", now=31.0, end_reason="expired")
 
 
 def rows(conn: apsw.Connection) -> dict[str, list[tuple[Any, ...]]]:
@@ -87,7 +94,7 @@ def test_an_export_read_into_a_new_store_gives_back_every_row(tmp_path: Path) ->
     target = open_store(tmp_path / "b")
     counts = export.import_(target, text.splitlines(), 2000.0)
     assert counts == {"turn": 2, "transcript": 4, "knowledge": 3, "episode": 1, "encoding": 1,
-                      "schedule": 1, "goal": 1}
+                      "schedule": 1, "goal": 2}
     assert rows(target) == rows(source)
     dog = target.execute("SELECT id, value, superseded_by FROM knowledge WHERE key = 'dog' "
                          "ORDER BY id").fetchall()
@@ -104,8 +111,12 @@ def test_the_export_starts_with_a_header_naming_format_and_schema(tmp_path: Path
     knowledge = [line for line in lines if line["kind"] == "knowledge"]
     assert {(k["key"], k["value"], k["knowledge_kind"]) for k in knowledge} == {
         ("dog", "Rex", "fact"), ("dog", "Max", "fact"), ("city", "Lisbon", "preference")}
-    goal = next(line for line in lines if line["kind"] == "goal")
-    assert [s["depends_on"] for s in goal["steps"]] == [[], ["a"]]
+    first, plain = (line for line in lines if line["kind"] == "goal")
+    assert [s["depends_on"] for s in first["steps"]] == [[], ["a"]]
+    assert (first["mode"], first["plan_problems"], first["end_reason"]) == ("plan", None, None)
+    assert (plain["mode"], plain["plan_problems"], plain["end_reason"], plain["paused_at"],
+            plain["progress_at"]) == ("plain", ["The plan's confidence is 0.3."], "expired",
+                                      30.0, 29.0)
 
 
 def test_imported_memory_is_found_by_full_text_search_like_written_memory(

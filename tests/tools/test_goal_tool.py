@@ -140,6 +140,27 @@ def test_status_shows_why_a_goal_failed(context: Any, writer: apsw.Connection) -
         "goal g1 (failed): Find a plumber", "error: no plan after two tries"]
 
 
+def test_status_says_a_goal_ran_without_a_plan_and_why_it_ended(
+    context: Any, writer: apsw.Connection,
+) -> None:
+    """A goal whose plans failed the checks says it ran without a plan and why; once over, its
+    status names why it ended."""
+    stored(writer, "g1", "Find a plumber")
+    with db.immediate(writer):
+        goal_rows.save_plan(writer, "g1", (
+            StepRow(step_id="goal", position=0, description="Find a plumber", depends_on=()),),
+            confidence=None, now=NOW + 1, mode="plain",
+            problems=("Step \"a\" depends on itself.", "The plan's confidence is 0.2."))
+        goal_rows.set_state(writer, "g1", "expired", now=NOW + 2, end_reason="expired")
+    assert run(context(), action="status", goal_id="g1").text.splitlines() == [
+        "goal g1 (expired): Find a plumber",
+        "runs without a plan, as its plans failed the checks: Step \"a\" depends on itself. "
+        "The plan's confidence is 0.2.",
+        "- step goal (pending): Find a plumber",
+        "ended: expired",
+    ]
+
+
 def test_status_of_an_unknown_goal_is_an_error(context: Any) -> None:
     """Asking after a goal that does not exist is an error naming it."""
     outcome = run(context(), action="status", goal_id="ghost")
@@ -159,11 +180,11 @@ def test_cancel_of_an_active_or_new_goal_is_an_effect(context: Any,
         text="cancelled goal fresh", effects=(CancelGoal("fresh"),))
 
 
-@pytest.mark.parametrize("state", ["completed", "failed", "cancelled"])
+@pytest.mark.parametrize("state", ["completed", "failed", "cancelled", "expired"])
 def test_cancel_of_a_goal_that_is_over_says_so(context: Any, writer: apsw.Connection,
                                                state: str) -> None:
-    """A goal that completed, failed or was cancelled cannot be cancelled: the error says what
-    it is."""
+    """A goal that completed, failed, was cancelled or expired cannot be cancelled: the error
+    says what it is."""
     stored(writer, "g1", "Find a plumber", state=state)
     outcome = run(context(), action="cancel", goal_id="g1")
     assert outcome == ToolOutcome(

@@ -8,6 +8,17 @@ import {
 } from './brain-ui.js';
 
 const ACTIVE_GOAL_STATES = new Set(['pending', 'planning', 'running']);
+// Why a goal ended (its `end_reason`), in words.
+const END_REASONS = {
+  completed: 'Completed: its last step gave the result.',
+  step_failed: 'Failed: a step could not be done.',
+  out_of_iterations: 'Failed: it used all the model calls a goal may make.',
+  out_of_time: 'Failed: it used all the time a goal may take.',
+  planning_error: 'Failed: the model could not be asked for a plan.',
+  crashed: 'Failed: it kept crashing.',
+  cancelled: 'Cancelled.',
+  expired: 'Expired: it waited too long for the background budget.',
+};
 
 // --- #goals -----------------------------------------------------------------------------------
 
@@ -29,6 +40,17 @@ function buildPlan(goal) {
       ? el('p', { className: 'meta', text: `Confidence ${Math.round(plan.confidence * 100)}%` })
       : null,
     el('ol', { className: 'steps' }, plan.steps.map(buildStep)));
+}
+
+/** A goal that runs without a plan says so, and why: the checks its two plans failed. */
+function buildPlain(goal) {
+  const problems = goal.plan_problems || [];
+  return el('div', { className: 'plain-mode' },
+    el('p', { className: 'meta', text: 'Ran without a plan: no plan passed the checks, so it worked on the goal directly.' }),
+    problems.length
+      ? el('ul', { className: 'plan-problems muted' },
+        problems.map((problem) => el('li', { className: 'wrap', text: problem })))
+      : null);
 }
 
 function buildGoal(goal, ctx) {
@@ -58,6 +80,10 @@ function buildGoal(goal, ctx) {
       el('span', { className: 'muted', text: `${percent}%` })),
     goal.paused_until
       ? el('p', { className: 'meta', text: `Paused until ${formatEpoch(goal.paused_until)}` }) : null,
+    goal.mode === 'plain' ? buildPlain(goal) : null,
+    goal.end_reason
+      ? el('p', { className: 'end-reason meta', text: END_REASONS[goal.end_reason] || goal.end_reason })
+      : null,
     goal.result ? el('p', { className: 'goal-result wrap', text: goal.result }) : null,
     goal.error ? el('p', { className: 'error-text wrap', text: goal.error }) : null,
     el('p', { className: 'meta' },
