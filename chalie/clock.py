@@ -160,6 +160,11 @@ class ManualClock:
         with self._lock:
             return sum(1 for _, _, t, _ in self._due if not t.cancelled)
 
+    def next_due(self) -> float | None:
+        """The monotonic time of the earliest timer not cancelled, or None."""
+        with self._lock:
+            return min((when for when, _, t, _ in self._due if not t.cancelled), default=None)
+
     def advance(self, seconds: float) -> None:
         with self._lock:
             target = self._now + seconds

@@ -103,13 +103,15 @@ class Card(_Frame, frozen=True, kw_only=True, tag="card"):
 class Notification(_Frame, frozen=True, kw_only=True, tag="notification"):
     """Something that happened in the background. `source` says what sent it: dmn (a thought
     of Chalie's own), schedule (a scheduled prompt; `schedule_id`), goal (a goal's result;
-    `goal_id`) or interface (the answer to a paired program's message)."""
+    `goal_id`) or interface (the answer to a paired program's message; `program` is its
+    name)."""
 
     content: str
     topic: str | None = None
     source: str | None = None
     schedule_id: str | None = None
     goal_id: str | None = None
+    program: str | None = None
 
 
 class Escalation(_Frame, frozen=True, kw_only=True, tag="escalation"):
@@ -142,9 +144,9 @@ class Decision(_Frame, frozen=True, kw_only=True, tag="decision"):
 
 class Task(_Frame, frozen=True, kw_only=True, tag="task"):
     """A goal's progress. With `step_id` None the goal changed state (planning, running,
-    paused, completed, failed, cancelled); otherwise one step of its plan did (running, done,
-    failed). `coverage` is the share of the plan's steps done, 0 to 1; `title` the goal or the
-    step's description."""
+    paused, completed, failed, cancelled, expired); otherwise one step of its plan did
+    (running, done, failed). `coverage` is the share of the plan's steps done, 0 to 1; `title`
+    the goal or the step's description."""
 
     goal_id: str
     status: str

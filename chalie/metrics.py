@@ -121,6 +121,11 @@ class Metrics:
         self.world_signals = Gauge(
             "chalie_world_signals", "Signals held in world state.", registry=r
         )
+        self.signals_unattended = Counter(
+            "chalie_signals_unattended",
+            "Signals kept in world state whose salience was under dmn.signal_wake: they wake "
+            "no thought and cost no LLM call.", registry=r,
+        )
         self.interfaces_online = Gauge(
             "chalie_interfaces_online", "Paired interfaces whose health checks pass.", registry=r
         )
@@ -219,8 +224,9 @@ class Metrics:
             registry=r,
         )
         self.dmn_triggers = Counter(
-            "chalie_dmn_triggers", "DMN triggers, by trigger (idle, cadence) and result (ran, "
-            "skipped).", ["trigger", "result"], registry=r,
+            "chalie_dmn_triggers", "DMN triggers, by trigger (idle, cadence, signal) and result "
+            "(ran; or held for a conversation, merged into another trigger held with it, busy, "
+            "budget, nothing_new).", ["trigger", "result"], registry=r,
         )
         self.schedule_runs = Counter(
             "chalie_schedule_runs",

@@ -97,7 +97,7 @@ def children(config: Config, p: OtherPrograms, *, read: Callable[[], apsw.Connec
     def start_world(link: Link) -> pykka.ActorRef[Any]:
         return WorldState.start(link, board=p.world, read=read, clock=clock,
                                 directory=directory, metrics=metrics,
-                                flush_s=config.signals.flush_s)
+                                flush_s=config.signals.flush_s, wake=config.dmn.signal_wake)
 
     def start_health(link: Link) -> pykka.ActorRef[Any]:
         return InterfaceHealth.start(link, deps=health)

@@ -64,6 +64,18 @@ def test_manual_clock_runs_due_callbacks_only_when_advanced() -> None:
     assert clock.monotonic() == 1_010.5
 
 
+def test_manual_clock_tells_when_its_next_timer_is_due() -> None:
+    """A driver stepping time from timer to timer sees the earliest live one; a cancelled
+    timer does not count."""
+    clock = ManualClock()
+    assert clock.next_due() is None
+    early = clock.call_later(1, lambda: None)
+    clock.call_later(5, lambda: None)
+    assert clock.next_due() == 1_001.0
+    early.cancel()
+    assert clock.next_due() == 1_005.0
+
+
 def test_cancelled_system_timers_do_not_pile_up_until_they_are_due() -> None:
     """Timers cancelled long before they are due (a turn's deadline, an idle timer) are dropped
     from the heap in bulk, so a busy server does not hold an hour of them and their callbacks;

@@ -22,6 +22,7 @@ from chalie.values.images import Image
 from chalie.values.memory import MemoryLine, memory_text
 
 REPEAT_LIMIT = 3  # the same call this many times in a row ends the loop
+_HISTORY = {"user": "history_person", "program": "history_program"}  # else: Chalie's own line
 MAX_RESTARTS = 2  # compaction stage 2 at most this often per turn
 # When a request would not fit, recalled memory gives back at least this share of the tokens
 # it held at the start of the turn, so that the next tool results fit without another cut.
@@ -339,8 +340,8 @@ class ActLoop:
         if not self.history:
             text = f("history_none_since_state") if self.state else f("history_empty")
         else:
-            lines = [f("history_person" if h.role == "user" else "history_assistant", text=h.text)
-                     for h in self.history]
+            lines = [f(_HISTORY.get(h.role, "history_assistant"), text=h.text,
+                       program=h.speaker or "a program") for h in self.history]
             for line in lines[:-1]:
                 ends.append((ends[-1] + 1 if ends else 0) + len(line))
             text = "\n".join(lines)

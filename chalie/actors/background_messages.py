@@ -1,6 +1,6 @@
-"""What the background paths receive: the Dmn (the person is active or connected), the
-Scheduler (schedules changed) and the GoalSupervisor (a goal to run, stop, or route to; a
-goal's actor finished)."""
+"""What the background paths receive: the Dmn (the person is active or connected; signals
+worth a thought arrived), the Scheduler (schedules changed) and the GoalSupervisor (a goal to
+run, stop, or route to; a goal's actor finished)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,20 @@ class _Msg(msgspec.Struct, frozen=True, tag=True):
 
 class PersonActive(_Msg, frozen=True):
     """To the Dmn: the person sent something (a chat, an action) at wall-clock `at`: the idle
-    timer starts again."""
+    timer starts again, and no trigger fires for dmn.busy_s. `running`: their turn on `channel`
+    started (True) or was stored (False); no trigger fires while one runs."""
 
     at: float
+    channel: str = ""
+    running: bool | None = None
+
+
+class SignalsNoticed(_Msg, frozen=True):
+    """To the Dmn, from WorldState: signals whose salience reached dmn.signal_wake arrived
+    (kept in world state); they wake it after dmn.signal_debounce_s."""
+
+    ids: tuple[str, ...]
+    received_at: float  # wall clock: when the first of them arrived
 
 
 class PersonConnected(_Msg, frozen=True):

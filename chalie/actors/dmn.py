@@ -1,20 +1,23 @@
 """Dmn: the default mode network. Chalie thinks on its own while the person is away.
 
 When it thinks is chalie/actors/dmn_triggers.py's: an `idle` trigger, once per idle period
-(`dmn.idle_s`), and a `cadence` one (`dmn.cadence_s`). Before any LLM call, a trigger reads
-what it would think about (chalie/background/drift.py): when nothing (episode, signal, goal
-state, open loop) changed since the last thought, it makes no call at all and counts a skip;
-when the dmn path has used its budget, likewise; when a thought is still in hand, it counts a
-`busy` skip.
+(`dmn.idle_s`), a `cadence` one (`dmn.cadence_s`), and a `signal` one shortly after salient
+signals arrive; never in a conversation. Before any LLM call, a trigger reads what it would
+think about (chalie/background/drift.py): when nothing (episode, salient signal, goal state,
+open loop) changed since the last thought, it makes no call at all and counts a skip; when the
+dmn path has used its budget, likewise; when a thought is still in hand, it counts a `busy`
+skip.
 
 Otherwise it runs the ACT loop (prompts/dmn.md, at most `dmn.max_iterations` calls and
 `dmn.timeout_s`), with only the drift engine's tools: `memory` (reflect; plant an open loop),
 `recall`, `schedule` (a reminder to raise something later) and `goal` (plan). Its answer is the
 no-action token (a silent exit) or a message for the person, which Attention sends, defers
-(quiet hours; or outside the person's usual hours) or suppresses (the daily cap; the thought is
-then kept as a drift gist the next user turn may see); a sent one is a `notification` frame
-logged in the person's channel, and the assistant's line in its transcript. What is deferred
-waits in a queue the triggers deliver when it may be (dmn_triggers.py).
+(quiet hours; outside the person's usual hours, unless signals woke it: news does not keep;
+or, when the person started a conversation while it thought, until it pauses) or suppresses
+(the daily cap; the thought is then kept as a drift gist the next user turn may see); a sent
+one is a `notification` frame logged in the person's channel, and the assistant's line in its
+transcript. What is deferred waits in a queue the triggers deliver when it may be
+(dmn_triggers.py).
 """
 
 from __future__ import annotations
@@ -71,6 +74,7 @@ class _InputsRead(msgspec.Struct, frozen=True, tag=True):
     at: float
     inputs: Inputs
     concepts: tuple[concepts.Activated, ...] = ()  # spreading activation's top concepts
+    signals: tuple[str, ...] = ()  # the ids of the signals that woke a signal trigger
 
 
 class _InputsFailed(msgspec.Struct, frozen=True, tag=True):
@@ -119,21 +123,26 @@ class Dmn(PathActor):
                 self._think(message)
             case _InputsFailed(trigger=trigger, error=error):
                 log.error("dmn_inputs_failed", trigger=trigger, error=error)
-                self._busy = None
+                self._free()
             case OpsApplied(error=error):
                 if error is not None:
                     log.warning("dmn_write_not_stored", error=error)
             case TurnStored(turn_id=tid) | TurnStoreFailed(turn_id=tid) if tid == self._storing:
                 self._storing = None
-                self._busy = None
                 if isinstance(message, TurnStoreFailed):
                     log.warning("dmn_thought_not_stored", error=message.error)
+                self._free()
             case _:
                 self.turn_message(message)
 
+    def _free(self) -> None:
+        """The thought in hand is done (or none came of it): a trigger held for it may run."""
+        self._busy = None
+        self._triggers.free()
+
     # -- a thought --
 
-    def _fire(self, trigger: str, now: float) -> None:
+    def _fire(self, trigger: str, now: float, woke: tuple[str, ...] = ()) -> None:
         """A trigger came (Triggers): read what to think about, on the pool, unless thinking
         is off, a thought is in hand, or the budget is used."""
         d = self._deps
@@ -144,38 +153,41 @@ class Dmn(PathActor):
             d.metrics.dmn_triggers.labels(trigger=trigger, result="busy").inc()
             return
         if not d.governor.has_room(self.path):
-            self._skipped(trigger, now, "budget", self._last_fingerprint or "")
+            self._skipped(trigger, now, "budget", self._last_fingerprint or "", woke)
             return
         self._busy = trigger
         world = d.world
-        channel = d.channel
+        channel, wake = d.channel, self._config.signal_wake
 
         def job() -> Any:
             try:
+                held = world.top(len(world.signals)) if world else []
                 inputs = drift.read(d.read(), d.prompts, trigger=trigger, channel=channel,
                                     now=now, signals=world.signals if world else (),
-                                    world=world.top() if world else [])
+                                    world=world.top() if world else [], wake=wake,
+                                    woke=[s for s in held if s.signal.id in woke])
             except Exception as e:  # a broken read must not leave the Dmn busy for good
                 log.exception("dmn_inputs_failed")
                 return _InputsFailed(trigger, repr(e))
-            return _InputsRead(trigger, now, inputs, activated(d.read(), trigger, now))
+            return _InputsRead(trigger, now, inputs, activated(d.read(), trigger, now), woke)
 
         self._work.submit(job, turn_id=f"dmn-{trigger}", reply=self.tell_self)
 
-    def _skipped(self, trigger: str, at: float, reason: str, fingerprint: str) -> None:
+    def _skipped(self, trigger: str, at: float, reason: str, fingerprint: str,
+                 woke: tuple[str, ...] = ()) -> None:
         d = self._deps
         log.info("dmn_trigger_skipped", trigger=trigger, reason=reason)
         d.metrics.dmn_triggers.labels(trigger=trigger, result=reason).inc()
         d.metrics.proactive_suppressed.labels(reason=reason).inc()
-        self._to_writer(ApplyOps((DmnRun(trigger, at, reason, fingerprint),), reply_to="dmn",
-                                 tag="skip"))
+        self._to_writer(ApplyOps((DmnRun(trigger, at, reason, fingerprint, woke),),
+                                 reply_to="dmn", tag="skip"))
 
     def _think(self, read: _InputsRead) -> None:
         d, config = self._deps, self._config
         inputs, trigger = read.inputs, read.trigger
         if inputs.empty or inputs.fingerprint == self._last_fingerprint:
-            self._busy = None
-            self._skipped(trigger, read.at, "nothing_new", inputs.fingerprint)
+            self._skipped(trigger, read.at, "nothing_new", inputs.fingerprint, read.signals)
+            self._free()
             return
         self._last_fingerprint = inputs.fingerprint
         f = d.prompts.fragment
@@ -187,8 +199,7 @@ class Dmn(PathActor):
                    "concepts": "\n".join(
                        f("dmn_concept", name=c.name, activation=f"{c.activation:.2f}")
                        for c in read.concepts) or f("dmn_none"),
-                   "trigger": f("dmn_idle", since=since) if trigger == "idle"
-                   else f("dmn_cadence")},
+                   "trigger": self._why(trigger, inputs, since)},
             max_iterations=config.max_iterations, timeout_s=config.timeout_s,
             request=read,
         )
@@ -214,7 +225,11 @@ class Dmn(PathActor):
                 d.metrics.proactive_suppressed.labels(reason="no_action").inc()
             else:
                 status, reason = d.attention.decide(capped=True)
-                if status == "sent" and self._triggers.hold_for_usual_hours():
+                if status == "sent" and self._triggers.conversing():
+                    status, reason = "deferred", "conversation"  # delivered at the pause
+                elif status == "sent" and read.trigger != "signal" \
+                        and self._triggers.hold_for_usual_hours():
+                    # A signal's news does not keep until the usual hours; quiet hours hold it.
                     status, reason = "deferred", "inactive_hours"
                 result = status
                 ops.append(Proactive(ProactiveRow(
@@ -231,13 +246,22 @@ class Dmn(PathActor):
             result = "error"
         log.info("dmn_thought", trigger=read.trigger, result=result, outcome=ending.outcome,
                  error=ending.error)
-        ops.append(DmnRun(read.trigger, read.at, result, read.inputs.fingerprint))
+        ops.append(DmnRun(read.trigger, read.at, result, read.inputs.fingerprint, read.signals))
         if read.concepts:  # their cooldown starts
             ops.append(ConceptsActivated(tuple(c.id for c in read.concepts), read.at))
         self._storing = ending.turn.id
         self.commit(ending, tuple(ops), reply_to="dmn")
         if result == "deferred":  # after the commit: the writer stores the message first
             self._triggers.deferred()
+
+    def _why(self, trigger: str, inputs: Inputs, since: str) -> str:
+        """The prompt's "why you are thinking now"."""
+        f = self._deps.prompts.fragment
+        if trigger == "idle":
+            return f("dmn_idle", since=since)
+        if trigger == "signal":
+            return f("dmn_signal", signals=inputs.woke or f("dmn_none"))
+        return f("dmn_cadence")
 
     def _gist(self, text: str, read: _InputsRead) -> DriftGist:
         """A thought not sent: the next user turn may see it, for cognition.gist_ttl_s."""

@@ -245,8 +245,8 @@ class Session(SupervisedActor):
         text = session_turn.request_text(request)
         log.info("turn_started", chars=len(text), kind="action" if action else "chat")
         person = session_turn.from_person(request)
-        if person:
-            session_turn.person_active(self._deps)  # the person (not a program): the DMN waits
+        if person:  # the person (not a program): the DMN waits
+            session_turn.person_active(self._deps, self.channel, running=True)
         statement = None if action else read_name(text)
         # Only the person's own "thanks" is acknowledged without the model: a program's
         # message (POST /api/messages) is always reasoned about.
@@ -287,7 +287,8 @@ class Session(SupervisedActor):
         it comes back."""
         turn = self._require_turn()
         turn.phase = "context"  # the turn's opening frames said "retrieving_memory" already
-        job = session_turn.context_job(self._deps, turn, channel=self.channel,
+        channel = session_turn.history_channel(turn.request, self.channel)
+        job = session_turn.context_job(self._deps, turn, channel=channel,
                                        cognition=self._cognition, token_ratio=self._token_ratio,
                                        history_from=self._history_from)
         self._work.submit(job, turn_id=turn.id, reply=self.tell_self)
@@ -366,11 +367,12 @@ class Session(SupervisedActor):
             cognition, text, used_tools = fan_out
             self._cognition.fan_out(cognition, text, used_tools,
                                     [("dmn_idle_reset",
-                                      lambda: session_turn.person_active(self._deps)),
+                                      lambda: session_turn.person_active(
+                                          self._deps, self.channel, running=False)),
                                      ("compaction_backstop", backstop)])
         else:
             if by_person:
-                session_turn.person_active(self._deps)
+                session_turn.person_active(self._deps, self.channel, running=False)
             backstop()
         self._start_next()
 
@@ -380,7 +382,8 @@ class Session(SupervisedActor):
         self._emit(*frames)
 
     def state_written(self, turn: Turn, summary: str) -> None:
-        self._to_writer(SaveCheckpoint(self.channel, summary, turn.history_upto, turn.id))
+        channel = session_turn.history_channel(turn.request, self.channel)
+        self._to_writer(SaveCheckpoint(channel, summary, turn.history_upto, turn.id))
 
     # -- plumbing --
 

@@ -34,6 +34,8 @@ class UserMessage(_Msg, frozen=True):
     client_id: str | None = None
     notify_channel: str | None = None  # an interface's message: the answer also goes here
     topic: str | None = None  # as a `notification` frame with this topic
+    program: str | None = None  # an interface's message: the program's name
+    program_text: str | None = None  # what it said (`text` frames it for the model)
     image_ids: tuple[str, ...] = ()  # images uploaded with POST /api/images, for the model
     light: bool = False  # answered by the light job's model (the `chalie-light` model)
 

@@ -8,6 +8,11 @@ to the prompt's budget, and comes back to the Session as ContextReady. An action
 without the LLM) and the compaction backstop start from the channel's own loop: its Current
 State and the history after it, read at once. A turn ends as one CommitTurn for the StoreWriter:
 its record, its closing frames, and an interface's notification.
+
+A paired program's message (POST /api/messages) runs on the program's own channel but reads
+the conversation of the person's channel its answer goes to, and is kept there: what the
+program said and the answer enter that channel's transcript, so the person's reply has them in
+its history.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from chalie.memory.identity import NameStatement, acknowledgement
 from chalie.store import cognition_rows, concept_rows, image_rows, queries
 from chalie.store.background_ops import Op
 from chalie.store.effects import RememberFact
+from chalie.store.records import ProgramLine
 
 log = structlog.get_logger("chalie.session")
 
@@ -209,8 +215,15 @@ def commit_of(ending: Ending, *, channel: str, now: float, verdict: Verdict | No
         confidence=verdict.confidence if verdict else None)
     record = turn_record(turn, channel, outcome, elapsed, now, text=ending.text,
                          error=ending.error)
+    request = turn.request
+    if isinstance(request, UserMessage) and request.notify_channel is not None:
+        # A program's message: it and the answer the person is told go into their channel's
+        # transcript (the answer only when there is one: the notification's condition).
+        record = msgspec.structs.replace(record, program=ProgramLine(
+            request.notify_channel, request.program or "a program",
+            request.program_text if request.program_text is not None else request.text))
     return CommitTurn(record, frames, turn.received_at,
-                      notify=notification(turn.request, ending.text), extras=extras)
+                      notify=notification(request, ending.text), extras=extras)
 
 
 def notification(request: Any, answer: str | None) -> AppendFrames | None:
@@ -219,16 +232,25 @@ def notification(request: Any, answer: str | None) -> AppendFrames | None:
         return None
     return AppendFrames(request.notify_channel,
                         (Notification(content=answer, topic=request.topic,
-                                      source="interface"),))
+                                      source="interface", program=request.program),))
 
 
-def person_active(d: SessionDeps) -> None:
-    """The person is here: the DMN's idle timer starts again (a DMN that is not running misses
+def history_channel(request: Any, channel: str) -> str:
+    """The channel whose conversation a turn's context reads: for a program's message, the
+    person's channel its answer goes to (where it and its answer are kept); else its own."""
+    if isinstance(request, UserMessage) and request.notify_channel is not None:
+        return request.notify_channel
+    return channel
+
+
+def person_active(d: SessionDeps, channel: str, *, running: bool) -> None:
+    """The person is here: the DMN's idle timer starts again, and it thinks nothing while
+    their turn on `channel` is `running` or shortly after (a DMN that is not running misses
     nothing: it reads the last turn from the store when it starts)."""
     ref = d.directory.get("dmn")
     if ref is not None:
         try:
-            ref.tell(PersonActive(d.clock.time()))
+            ref.tell(PersonActive(d.clock.time(), channel, running))
         except pykka.ActorDeadError:
             pass  # being restarted
 

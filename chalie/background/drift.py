@@ -1,12 +1,15 @@
 """What the DMN thinks about, read from the store, and whether any of it is new.
 
 An `idle` trigger looks at the recent weighty episodes; a `cadence` trigger at the top episodes,
-the open loops, the goals and world state. Both see who the person is, the Current State and
+the open loops and the goals; a `signal` trigger at what a `cadence` one does, and first at the
+signals that woke it. Every trigger sees world state, who the person is, the Current State and
 the last lines of their conversation. No recall runs before the DMN's loop: it has its tools.
 
 The fingerprint sums up everything a trigger could think about: how many episodes there are
-and the newest, the newest signal in world state, every goal's state, the open loops. When it
-is the same as at the DMN's last thought, nothing changed, and the trigger makes no LLM call.
+and the newest, the newest salient signal in world state (one sent with an activation energy
+of at least dmn.signal_wake: a signal under it never makes a thought new), every goal's state,
+the open loops. When it is the same as at the DMN's last thought, nothing changed, and the
+trigger makes no LLM call.
 """
 
 from __future__ import annotations
@@ -50,24 +53,29 @@ class Inputs(msgspec.Struct, frozen=True):
     episodes: str
     loops: str
     goals: str
+    woke: str = ""  # a `signal` trigger's: the signals that woke it, fenced
 
 
 def read(conn: apsw.Connection, prompts: Prompts, *, trigger: str, channel: str, now: float,
-         signals: Sequence[Signal], world: Sequence[Salient]) -> Inputs:
+         signals: Sequence[Signal], world: Sequence[Salient], wake: float = 0.0,
+         woke: Sequence[Salient] = ()) -> Inputs:
     """Everything a trigger needs, in one read. `signals`: world state as held now; `world`:
-    its most salient few, for the prompt."""
+    its most salient few, for the prompt; `wake`: dmn.signal_wake; `woke`: the signals that
+    woke a `signal` trigger."""
     f = prompts.fragment
     redact = Redactor(memory_queries.forgotten(conn))
     count, newest = _episode_marks(conn)
     loops = proactive_rows.open_loops(conn, LOOPS)
     goals = goal_rows.listing(conn, state=None, limit=GOALS, offset=0)
     active_goals = [g for g in goals if g.state in goal_rows.ACTIVE]
-    newest_signal = max((s.received_at for s in signals), default=0.0)
+    salient = [s for s in signals if s.activation_energy >= wake]
+    newest_signal = max((s.received_at for s in salient), default=0.0)
     marks = (f"episodes {count}/{newest}|signal {newest_signal:.6f}|goals "
              f"{goal_rows.fingerprint(conn)}|loops {proactive_rows.loop_marks(conn)}")
     fingerprint = hashlib.sha256(marks.encode()).hexdigest()[:16]
+    broad = trigger != "idle"  # cadence and signal look at everything
     episodes = _episodes(conn, trigger, now)
-    episode_loops = [loop for row in episodes for loop in row[3]] if trigger == "cadence" else []
+    episode_loops = [loop for row in episodes for loop in row[3]] if broad else []
     checkpoint = queries.latest_checkpoint(conn, channel)
     history = queries.recent_transcript(
         conn, channel, HISTORY_LINES, after_id=checkpoint.upto_transcript_id if checkpoint else 0)
@@ -75,13 +83,13 @@ def read(conn: apsw.Connection, prompts: Prompts, *, trigger: str, channel: str,
                   for i, t, at in loops]
     loop_lines += [f("dmn_episode_loop", text=_clip(redact(t))) for t in episode_loops]
     goal_lines = [f("dmn_goal", id=g.id, state=g.state, goal=_clip(g.goal))
-                  for g in (goals if trigger == "cadence" else active_goals)]
+                  for g in (goals if broad else active_goals)]
     return Inputs(
         fingerprint=fingerprint,
-        empty=count == 0 and not loops and not goals and not signals,
+        empty=count == 0 and not loops and not goals and not salient,
         identity=identity_text(conn, prompts),
         state=redact(checkpoint.text, checkpoint.created_at) if checkpoint else "",
-        world=world_text(prompts, world) if trigger == "cadence" else "",
+        world=world_text(prompts, world),
         history=tuple(msgspec.structs.replace(h, text=_clip(redact(h.text, h.created_at),
                                                             HISTORY_CHARS))
                       for h in history),
@@ -89,6 +97,7 @@ def read(conn: apsw.Connection, prompts: Prompts, *, trigger: str, channel: str,
                            for text, at, _, _ in episodes),
         loops="\n".join(loop_lines) or f("dmn_none"),
         goals="\n".join(goal_lines) or f("dmn_none"),
+        woke=world_text(prompts, woke),
     )
 
 
@@ -118,7 +127,7 @@ def _episode_marks(conn: apsw.Connection) -> tuple[int, int]:
 def _episodes(conn: apsw.Connection, trigger: str,
               now: float) -> list[tuple[str, float, float, list[str]]]:
     """(text, happened_at, salience, open loops) of the episodes a trigger looks at: `idle`,
-    the week's most salient; `cadence`, the most salient weighed by recency."""
+    the week's most salient; `cadence` and `signal`, the most salient weighed by recency."""
     rows: list[Any]
     if trigger == "idle":
         rows = conn.execute(

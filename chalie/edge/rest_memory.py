@@ -88,7 +88,7 @@ class SearchHit(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     text: str
     created_at: float
     channel: str | None
-    role: str | None
+    role: str | None  # a message's: user, assistant or program
     key: str | None
     score: float
     rrf: float
@@ -97,6 +97,7 @@ class SearchHit(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     similarity: float | None
     recency: float
     strength: float
+    speaker: str | None = None  # a program's message: the paired program that said it
 
 
 class SearchResults(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -205,7 +206,7 @@ def search_hit(hit: Hit, redact: Redactor) -> SearchHit:
         kind=item.kind, id=item.id, text=text, created_at=item.created_at, channel=item.channel,
         role=item.role, key=item.key, score=hit.score, rrf=hit.rrf, fts_rank=hit.fts_rank,
         vector_rank=hit.vector_rank, similarity=hit.similarity, recency=hit.recency,
-        strength=hit.strength)
+        strength=hit.strength, speaker=item.speaker)
 
 
 class _ForgetHandler(AuthedHandler):

@@ -1,9 +1,11 @@
 """POST /api/messages: an interface talks to Chalie directly (spec/interfaces.md section 4).
 
 The message runs a turn on the interface's own channel ("interface.<id>"), like a chat message
-but framed as coming from that program (prompts/interface_message.md). What Chalie concludes
-reaches the person as a `notification` frame on their channel (interfaces.notify_channel),
-logged with the turn, so a person who is offline gets it on `resume`. The interface gets only
+but framed as coming from that program (prompts/interface_message.md), with the conversation of
+the person's channel (interfaces.notify_channel) as its history. What Chalie concludes reaches
+the person as a `notification` frame on that channel, logged with the turn, so a person who is
+offline gets it on `resume`; the message, marked with the program's name, and the answer enter
+that channel's transcript, so the person's reply is read with them. The interface gets only
 202 {"ok", "message_id"}: it never receives /ws output.
 """
 
@@ -76,6 +78,7 @@ class MessagesHandler(JsonHandler):
         message = UserMessage(
             text=text, received_at=received, source="interface", client_id=message_id,
             notify_channel=self.ctx.config.interfaces.notify_channel, topic=body.topic,
+            program=state.row.name, program_text=body.text,
         )
         if not self.ctx.directory.tell("sessions",
                                        Deliver(interface_channel(state.row.id), message)):

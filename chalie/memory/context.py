@@ -297,6 +297,9 @@ def _memory_line(prompts: Prompts, hit: Hit) -> str:
     if len(text) > MEMORY_ITEM_CHARS:
         text = text[:MEMORY_ITEM_CHARS].rstrip() + "…"
     match item.kind:
+        case "message" if item.role == "program":
+            return prompts.fragment("recalled_program", program=item.speaker or "a program",
+                                    text=text)
         case "message":
             name = "recalled_person" if item.role == "user" else "recalled_assistant"
         case "episode":

@@ -99,7 +99,9 @@ def request(prompts: Prompts, lines: Sequence[WindowLine], *,
         text = " ".join(line.text.split())
         if len(text) > LINE_CHARS:
             text = text[:LINE_CHARS] + "…"
-        who = f("encoding_person") if line.role == "user" else f("encoding_assistant")
+        who = (f("encoding_person") if line.role == "user" else
+               f("encoding_program", program=line.speaker or "a program")
+               if line.role == "program" else f("encoding_assistant"))
         at = datetime.fromtimestamp(line.created_at, UTC).strftime("%Y-%m-%d %H:%M")
         shown.append(f("encoding_line", n=n, who=who, time=at, text=text))
     body = prompts.render("episode_encoding", count=str(len(lines)), lines="\n".join(shown))

@@ -4,7 +4,8 @@ The first line is a header: {"kind": "chalie-export", "format": 1, "schema_versi
 "exported_at": T}. Every other line is one row, tagged by "kind":
 
     turn        a turn of the conversation (the transcript's messages belong to one)
-    transcript  one message: id, channel, turn_id, role, text, created_at
+    transcript  one message: id, channel, turn_id, role (user, assistant, program), text,
+                created_at, speaker (the program's name, for role program)
     knowledge   every fact with its history (superseded_at, superseded_by); the column
                 `kind` (fact, trait, preference) is "knowledge_kind" here
     episode     an encoded window of the transcript (transcript_from..transcript_to)
@@ -74,6 +75,7 @@ class TranscriptLine(_Line, frozen=True, tag="transcript"):
     role: str
     text: str
     created_at: float
+    speaker: str | None = None  # role "program": the paired program that said it
 
 
 class KnowledgeLine(_Line, frozen=True, tag="knowledge"):

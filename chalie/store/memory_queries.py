@@ -26,13 +26,13 @@ def items(conn: apsw.Connection, keys: Iterable[int]) -> dict[int, Item]:
         by_kind[kind].append(item_id)
     found: dict[int, Item] = {}
     if ids := by_kind.get(Kind.TRANSCRIPT):
-        for i, channel, role, text, at in conn.execute(
-            f"SELECT id, channel, role, text, created_at FROM transcript "
+        for i, channel, role, text, at, speaker in conn.execute(
+            f"SELECT id, channel, role, text, created_at, speaker FROM transcript "
             f"WHERE id IN ({_marks(len(ids))})", ids,
         ):
             k = mkey(Kind.TRANSCRIPT, int(i))
             found[k] = Item(k, "message", int(i), str(text), float(at),
-                            channel=str(channel), role=str(role))
+                            channel=str(channel), role=str(role), speaker=speaker)
     if ids := by_kind.get(Kind.EPISODE):
         for row in conn.execute(
             f"SELECT id, channel, gist, intent, outcome, entities, open_loops, salience, "
@@ -228,13 +228,14 @@ class WindowLine(msgspec.Struct, frozen=True):
     text: str
     created_at: float
     turn_id: str | None
+    speaker: str | None = None  # the program's name, for a program's message
 
 
 def window(conn: apsw.Connection, channel: str, after_id: int, limit: int) -> list[WindowLine]:
-    return [WindowLine(int(i), str(r), str(t), float(c), None if u is None else str(u))
-            for i, r, t, c, u in conn.execute(
-                "SELECT id, role, text, created_at, turn_id FROM transcript WHERE channel = ? "
-                "AND id > ? ORDER BY id LIMIT ?", (channel, after_id, limit))]
+    return [WindowLine(int(i), str(r), str(t), float(c), None if u is None else str(u), s)
+            for i, r, t, c, u, s in conn.execute(
+                "SELECT id, role, text, created_at, turn_id, speaker FROM transcript "
+                "WHERE channel = ? AND id > ? ORDER BY id LIMIT ?", (channel, after_id, limit))]
 
 
 def channels_to_encode(conn: apsw.Connection, every: int) -> list[str]:

@@ -61,10 +61,12 @@ def unindex(conn: apsw.Connection, key: int) -> None:
 
 
 def add_transcript(conn: apsw.Connection, channel: str, turn_id: str | None, *, role: str,
-                   text: str, at: float) -> int:
+                   text: str, at: float, speaker: str | None = None) -> int:
+    """A line of the channel's transcript (`speaker`: the program's name, for role
+    "program"), indexed for recall."""
     conn.execute(
-        "INSERT INTO transcript (channel, turn_id, role, text, created_at) VALUES (?, ?, ?, ?, ?)",
-        (channel, turn_id, role, text, at),
+        "INSERT INTO transcript (channel, turn_id, role, text, created_at, speaker) "
+        "VALUES (?, ?, ?, ?, ?, ?)", (channel, turn_id, role, text, at, speaker),
     )
     item_id = conn.last_insert_rowid()
     index_text(conn, mkey(Kind.TRANSCRIPT, item_id), text)

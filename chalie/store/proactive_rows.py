@@ -104,9 +104,11 @@ def recent(conn: apsw.Connection, *, limit: int, offset: int) -> list[dict[str, 
 # --- the DMN --------------------------------------------------------------------------------
 
 def insert_dmn_run(conn: apsw.Connection, *, trigger: str, at: float, result: str,
-                   fingerprint: str, turn_id: str | None) -> None:
-    conn.execute("INSERT INTO dmn_runs (trigger, at, result, fingerprint, turn_id) "
-                 "VALUES (?, ?, ?, ?, ?)", (trigger, at, result, fingerprint, turn_id))
+                   fingerprint: str, turn_id: str | None, signals: tuple[str, ...] = ()) -> None:
+    conn.execute("INSERT INTO dmn_runs (trigger, at, result, fingerprint, turn_id, signals) "
+                 "VALUES (?, ?, ?, ?, ?, ?)", (trigger, at, result, fingerprint, turn_id,
+                                               msgspec.json.encode(signals).decode()
+                                               if signals else None))
 
 
 def last_thought(conn: apsw.Connection) -> tuple[float, str] | None:

@@ -7,10 +7,11 @@ import msgspec
 
 
 class HistoryLine(msgspec.Struct, frozen=True):
-    role: str
+    role: str  # user (the person), assistant (Chalie), program (a paired program's message)
     text: str
     created_at: float
     id: int = 0  # the transcript id
+    speaker: str | None = None  # the program's name, for a program's line
 
 
 class Fact(msgspec.Struct, frozen=True):
@@ -26,11 +27,11 @@ def recent_transcript(
     if limit <= 0:
         return []
     rows = conn.execute(
-        "SELECT role, text, created_at, id FROM transcript WHERE channel = ? AND id > ? "
+        "SELECT role, text, created_at, id, speaker FROM transcript WHERE channel = ? AND id > ? "
         "ORDER BY id DESC LIMIT ?",
         (channel, after_id, limit),
     ).fetchall()
-    return [HistoryLine(r, t, c, i) for r, t, c, i in reversed(rows)]
+    return [HistoryLine(r, t, c, i, s) for r, t, c, i, s in reversed(rows)]
 
 
 def _like_escape(text: str) -> str:

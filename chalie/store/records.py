@@ -38,10 +38,21 @@ class StoredCompaction(msgspec.Struct, frozen=True):
     created_at: float
 
 
+class ProgramLine(msgspec.Struct, frozen=True):
+    """A paired program's message as the person's transcript keeps it: said by `program` on
+    `channel`, the channel its answer went to."""
+
+    channel: str
+    program: str
+    text: str
+
+
 class TurnRecord(msgspec.Struct, frozen=True):
     """A turn as stored. A user turn puts the person's message and the answer in its channel's
-    transcript; a background path's turn (`path` dmn, scheduled, goal) puts nothing there
-    itself: the message the person gets, when one is delivered, enters the transcript then."""
+    transcript; a program's message (`program`) puts what it said and the answer in the
+    transcript of the person's channel the answer went to instead; a background path's turn
+    (`path` dmn, scheduled, goal) puts nothing there itself: the message the person gets, when
+    one is delivered, enters the transcript then."""
 
     id: str
     channel: str
@@ -63,3 +74,4 @@ class TurnRecord(msgspec.Struct, frozen=True):
     compactions: tuple[StoredCompaction, ...] = ()
     snapshots: tuple[SnapshotRow, ...] = ()
     path: str = "user"
+    program: ProgramLine | None = None

@@ -86,7 +86,7 @@ def prune_transcript(conn: apsw.Connection, before: float, batch: int) -> int:
 
 
 def _forget_turn_text(conn: apsw.Connection, turn_id: str, role: str) -> None:
-    if role == "user":
+    if role in ("user", "program"):
         conn.execute("UPDATE turns SET user_text = '' WHERE id = ?", (turn_id,))
         conn.execute("DELETE FROM steering WHERE turn_id = ?", (turn_id,))
         conn.execute("DELETE FROM compactions WHERE turn_id = ?", (turn_id,))

@@ -10,7 +10,7 @@ from chalie.store import background_ops, memory_writes, proactive_rows
 from chalie.store import effects as fx
 from chalie.store.background_ops import Applied, Op
 from chalie.store.effects import Effect, ForgetFact, Recalled, RememberFact
-from chalie.store.records import StoredCompaction, TurnRecord
+from chalie.store.records import ProgramLine, StoredCompaction, TurnRecord
 from chalie.store.schedule_rows import ScheduleRow
 
 
@@ -40,7 +40,9 @@ def insert_turn(conn: apsw.Connection, t: TurnRecord, extras: Sequence[Op] = (),
     )
     for c in t.compactions:
         insert_compaction(conn, t.id, t.channel, c)
-    if t.path == "user":
+    if t.program is not None:
+        _program_lines(conn, t, t.program)
+    elif t.path == "user":
         memory_writes.add_transcript(conn, t.channel, t.id, role="user", text=t.user_text,
                                      at=t.started_at)
         if t.response_text:
@@ -56,6 +58,16 @@ def insert_turn(conn: apsw.Connection, t: TurnRecord, extras: Sequence[Op] = (),
     if not ops and not extras:
         return Applied()
     return background_ops.apply(conn, (*ops, *extras), turn_id=t.id, now=t.finished_at)
+
+
+def _program_lines(conn: apsw.Connection, t: TurnRecord, line: ProgramLine) -> None:
+    """A program's message and the answer the person was told, in their channel's
+    transcript: the next turn's history shows them, and recall finds them."""
+    memory_writes.add_transcript(conn, line.channel, t.id, role="program", text=line.text,
+                                 at=t.started_at, speaker=line.program)
+    if t.response_text:
+        memory_writes.add_transcript(conn, line.channel, t.id, role="assistant",
+                                     text=t.response_text, at=t.finished_at)
 
 
 def insert_compaction(conn: apsw.Connection, turn_id: str, channel: str,

@@ -14,6 +14,7 @@ from chalie.memory.redact import Redactor
 from chalie.store import memory_queries
 from chalie.store.effects import Recalled
 from chalie.tools.base import Danger, ToolContext, ToolOutcome, tool_description, tool_error
+from chalie.values.memory import Item
 
 DEFAULT_LIMIT = 8
 MAX_LIMIT = 20
@@ -56,11 +57,18 @@ class RecallTool:
         for hit in found.hits:
             item = hit.item
             date = datetime.fromtimestamp(item.created_at, UTC).strftime("%Y-%m-%d")
-            label = {"message": "the person said" if item.role == "user" else "you said",
-                     "episode": "conversation", "knowledge": "fact"}[item.kind]
+            label = {"message": _said_by(item), "episode": "conversation",
+                     "knowledge": "fact"}[item.kind]
             text = " ".join(item.text.split())
             if len(text) > ITEM_CHARS:
                 text = text[:ITEM_CHARS] + "…"
             lines.append(f"- ({date}, {label}) {redact(text, item.created_at)}")
         return ToolOutcome(text="\n".join(lines),
                            effects=(Recalled(tuple(h.item.mkey for h in found.hits)),))
+
+
+def _said_by(item: Item) -> str:
+    """Who said a recalled message, as the tool's result labels it."""
+    if item.role == "program":
+        return f"{item.speaker or 'a program'} (a paired program, not the person) said"
+    return "the person said" if item.role == "user" else "you said"

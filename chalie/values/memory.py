@@ -51,10 +51,11 @@ class Item(msgspec.Struct, frozen=True):
     text: str  # what goes into the prompt and what is indexed
     created_at: float  # when it was said or learned (episodes: when the window ended)
     channel: str | None = None
-    role: str | None = None  # transcript: "user" or "assistant"
+    role: str | None = None  # transcript: "user", "assistant" or "program"
     key: str | None = None  # knowledge
     knowledge_kind: KnowledgeKind | None = None
     salience: float | None = None  # episodes
+    speaker: str | None = None  # transcript: the program's name, for a program's message
 
 
 def episode_text(gist: str, intent: str, outcome: str, entities: list[str],

@@ -588,7 +588,8 @@ def start_tree(make_config: Any, clock: WatchedClock) -> Iterator[Callable[..., 
             assert world is not None
             return WorldState.start(link, board=world, read=readers.get, clock=clock,
                                     directory=directory, metrics=metrics,
-                                    flush_s=config.signals.flush_s)
+                                    flush_s=config.signals.flush_s,
+                                    wake=config.dmn.signal_wake)
 
         children = [ChildSpec("store_writer", start_writer)]
         if world is not None:

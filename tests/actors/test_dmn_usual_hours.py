@@ -11,9 +11,11 @@ from chalie.actors.background_messages import PersonConnected
 from chalie.llm.scripted import ScriptedProvider
 from chalie.store import db, trait_rows
 from chalie.values.cognition import Trait
+from chalie.world.signals import WorldBoard
 from tests.actors.background import NOW, of_type, run_until
-from tests.actors.conftest import answer
-from tests.actors.test_dmn import start
+from tests.actors.conftest import WatchedClock, answer
+from tests.actors.test_dmn import start, sync
+from tests.actors.test_world_turns import SETTINGS, send, signal
 
 EIGHT = 1_700_035_200.0  # 2023-11-15 08:00 UTC; NOW is 2023-11-14 22:13 UTC
 
@@ -81,4 +83,20 @@ def test_a_thought_is_sent_at_once_when_the_usual_hours_are_far_unknown_or_too_l
     tree = start(start_tree, make_config, provider, dmn=dmn)
     tree.clock.advance(30)
     run_until(tree, lambda: len(of_type(tree, "notification")) == 1, "the notification")
+    assert tree.rows("SELECT status FROM proactive") == [("sent",)]
+
+
+def test_a_thought_a_signal_woke_does_not_wait_for_the_usual_hours(
+    start_tree: Any, make_config: Any, clock: WatchedClock,
+) -> None:
+    """The person is usually about 08:00-10:00, and it is 22:13: a warning a salient signal
+    woke goes out at once (its news would not keep till morning)."""
+    provider = ScriptedProvider([answer("Luigi's is closed tonight: shall I find another?")])
+    seed_usual_hours(make_config().store.path, (8, 9))
+    tree = start(start_tree, make_config, provider, world=WorldBoard(SETTINGS, clock),
+                 dmn={"boot_delay_s": 1e6})
+    send(tree, signal(tree, "Luigi's is closed tonight", energy=0.9))
+    sync(tree, "dmn")
+    tree.clock.advance(20)
+    run_until(tree, lambda: len(of_type(tree, "notification")) == 1, "the warning")
     assert tree.rows("SELECT status FROM proactive") == [("sent",)]

@@ -110,17 +110,48 @@ def test_an_interface_message_is_answered_on_its_channel_and_notifies_the_person
     start_tree: Any,
 ) -> None:
     """The answer to an interface's message is a turn on its own channel, and the person's
-    channel gets it as a `notification` frame, stored with the turn."""
+    channel gets it as a `notification` frame naming the program, stored with the turn; what
+    the program said and the answer enter the person's transcript, marked as the program's."""
     provider = ScriptedProvider([answer("Your appointment is now at 3pm.")])
     tree = start_tree(provider)
-    tree.deliver(UserMessage(text="appointment moved", received_at=tree.clock.monotonic(),
-                             source="interface", client_id="m-1", notify_channel="main",
-                             topic="health"), channel="interface.abc")
+    tree.deliver(UserMessage(text="[framed] appointment moved", program_text="appointment moved",
+                             received_at=tree.clock.monotonic(), source="interface",
+                             client_id="m-1", notify_channel="main", topic="health",
+                             program="hospital"), channel="interface.abc")
     frames = tree.outbox.wait_for_type("done", channel="interface.abc")
     assert shape(frames)[-2:] == [("message", 3), ("done", 4)]
     [note] = tree.outbox.wait_for_type("notification")
     assert note == {"type": "notification", "seq": 1, "content": "Your appointment is now at 3pm.",
                     "topic": "health", "source": "interface", "schedule_id": None,
-                    "goal_id": None}
+                    "goal_id": None, "program": "hospital"}
     assert tree.rows("SELECT channel, type FROM events WHERE channel = 'main'") == [
         ("main", "notification")]
+    assert tree.rows("SELECT channel, role, speaker, text FROM transcript ORDER BY id") == [
+        ("main", "program", "hospital", "appointment moved"),
+        ("main", "assistant", None, "Your appointment is now at 3pm.")]
+
+
+def test_the_persons_reply_to_a_programs_message_is_read_with_it(start_tree: Any) -> None:
+    """A program's message and Chalie's answer are in the history of the person's next turn,
+    the program's words marked as its own, not the person's; its turn read the person's
+    conversation too."""
+    provider = ScriptedProvider([answer("Sure, noted."), answer("Your appointment is at 3pm."),
+                                 answer("Cancelled.")])
+    tree = start_tree(provider)
+    tree.chat("I have a hospital appointment tomorrow")
+    tree.outbox.wait_for_type("done")
+    tree.settle()
+    tree.deliver(UserMessage(text="[framed] moved to 3pm", program_text="Appointment moved to 3pm",
+                             received_at=tree.clock.monotonic(), source="interface",
+                             client_id="m-1", notify_channel="main", program="hospital"),
+                 channel="interface.abc")
+    tree.outbox.wait_for_type("notification")
+    tree.settle("interface.abc")
+    assert "Person: I have a hospital appointment tomorrow" in prompt(provider.requests[1])
+    tree.chat("yes, cancel it")
+    tree.outbox.wait_for(lambda frames: [f["type"] for f in frames].count("done") == 2,
+                         "the reply's turn")
+    history = prompt(provider.requests[2])
+    assert ("hospital (a paired program, not the person): Appointment moved to 3pm\n"
+            "You: Your appointment is at 3pm.") in history
+    assert "Person: Appointment moved" not in history

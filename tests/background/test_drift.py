@@ -9,6 +9,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import apsw
+import msgspec
 import pytest
 
 from chalie.background import drift
@@ -246,9 +247,47 @@ def test_goals_are_shown_with_their_ids(conn: apsw.Connection) -> None:
     assert read(conn, "idle").goals.splitlines() == ["- [goal g-new, pending] Find a plumber"]
 
 
-def test_world_state_is_shown_on_cadence_only(conn: apsw.Connection) -> None:
-    """The salient signals go into a cadence trigger's prompt, not an idle one's."""
+@pytest.mark.parametrize("trigger", ["idle", "cadence", "signal"])
+def test_every_trigger_sees_world_state(conn: apsw.Connection, trigger: str) -> None:
+    """The most salient signals go into every trigger's prompt: an idle thought sees them
+    too."""
     held = signal(NOW - 60, content="Parcel out for delivery")
     world = [Salient(salience=0.5, age_s=60.0, signal=held)]
-    assert "Parcel out for delivery" in read(conn, "cadence", signals=[held], world=world).world
-    assert read(conn, "idle", signals=[held], world=world).world == ""
+    shown = read(conn, trigger, signals=[held], world=world).world
+    assert "Parcel out for delivery" in shown
+    assert shown.startswith("Signals that paired programs sent")
+
+
+def test_a_signal_under_the_wake_threshold_is_not_something_new(conn: apsw.Connection) -> None:
+    """A signal sent with less activation energy than dmn.signal_wake neither makes an empty
+    store something to think about nor changes the fingerprint: it never costs a call."""
+    weak = msgspec.structs.replace(signal(NOW - 10), activation_energy=0.4)
+    strong = msgspec.structs.replace(signal(NOW - 5, content="Luigi's is closed tonight"),
+                                     id="s-strong", activation_energy=0.9)
+    empty = drift.read(conn, PROMPTS, trigger="cadence", channel="main", now=NOW, signals=[],
+                       world=[], wake=0.7)
+    with_weak = drift.read(conn, PROMPTS, trigger="cadence", channel="main", now=NOW,
+                           signals=[weak], world=[], wake=0.7)
+    assert with_weak.empty is True
+    assert with_weak.fingerprint == empty.fingerprint
+    with_strong = drift.read(conn, PROMPTS, trigger="cadence", channel="main", now=NOW,
+                             signals=[weak, strong], world=[], wake=0.7)
+    assert with_strong.empty is False
+    assert with_strong.fingerprint != empty.fingerprint
+
+
+def test_a_signal_trigger_shows_the_signals_that_woke_it_fenced(conn: apsw.Connection) -> None:
+    """A signal trigger's read carries the signals that woke it, in the data fence, and looks
+    at everything a cadence trigger does."""
+    episode(conn, "Booked Luigi's for tonight at 8", loops=("confirm the table",))
+    goal(conn, "g-1", "Plan the weekend")
+    set_goal(conn, "g-1", "completed")
+    woke = signal(NOW - 20, content="Luigi's is closed tonight")
+    inputs = drift.read(conn, PROMPTS, trigger="signal", channel="main", now=NOW,
+                        signals=[woke], world=[], wake=0.0,
+                        woke=[Salient(salience=0.9, age_s=20.0, signal=woke)])
+    assert "<<<signals\n- [delivery from courier, 20s ago" in inputs.woke
+    assert "Luigi's is closed tonight\nsignals>>>" in inputs.woke
+    assert "(left open in a conversation) confirm the table" in inputs.loops
+    assert "[goal g-1, completed]" in inputs.goals
+    assert read(conn, "cadence").woke == ""

@@ -183,3 +183,20 @@ def test_the_history_keeps_its_start_across_turns(
     # with 12 (room for two more turns), and so on.
     runs = [len(list(group)) for _, group in itertools.groupby(starts)]
     assert runs == [4, 3, 3, 2]
+
+
+def test_a_programs_message_is_recalled_as_the_programs_not_the_persons(
+    writer: apsw.Connection, config: Config, clock: ManualClock
+) -> None:
+    """What a paired program said, kept in the person's transcript, is found by recall weeks
+    later and shown as that program's words."""
+    at = clock.time() - 20 * DAY_S
+    with db.immediate(writer):
+        memory_writes.add_transcript(writer, "main", None, role="program", speaker="hospital",
+                                     text="Your cardiology appointment moved to 3 PM", at=at)
+    say(writer, "Your appointment is now at 3 PM.", at=at + 1, role="assistant")
+    for n in range(40):
+        say(writer, f"filler line {n} about lunch", at=clock.time() - 60 + n)
+    ctx = build(writer, config, clock, "when was my cardiology appointment?")
+    assert ("- hospital (a paired program, not the person): Your cardiology appointment "
+            "moved to 3 PM") in ctx.memory.splitlines()

@@ -128,6 +128,17 @@ def test_the_window_is_numbered_from_one_with_who_said_it_and_when(prompts: Prom
     assert "Your previous answer could not be used" not in text
 
 
+def test_a_programs_message_is_shown_as_that_programs(prompts: Prompts) -> None:
+    """A paired program's line in the person's transcript is encoded as its own words, named,
+    not as the person's."""
+    lines = [WindowLine(id=40, role="program", text="Appointment moved to 3 PM",
+                        created_at=T0, turn_id="t1", speaker="hospital"),
+             line(2, "It is now at 3 PM.", role="assistant", turn_id="t1")]
+    assert numbered(body(prompts, lines))[0] == (
+        "[1] hospital (a paired program, not the person) (2020-09-13 12:26): "
+        "Appointment moved to 3 PM")
+
+
 def test_a_very_long_message_is_shown_cut(prompts: Prompts) -> None:
     """A message over LINE_CHARS characters is cut there and marked with an ellipsis; a message
     of exactly LINE_CHARS is shown whole."""

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import apsw
+import msgspec
 import pytest
 
 from chalie.errors import StoreError
@@ -17,7 +18,7 @@ from chalie.store import db, export, goal_rows, memory_queries, memory_writes, s
 from chalie.store.effects import RememberFact
 from chalie.store.goal_rows import StepRow
 from chalie.store.memory_writes import EpisodeRow
-from chalie.store.records import TurnRecord
+from chalie.store.records import ProgramLine, TurnRecord
 from chalie.store.schedule_rows import ScheduleRow
 from chalie.values.memory import Kind
 
@@ -99,6 +100,23 @@ def test_an_export_read_into_a_new_store_gives_back_every_row(tmp_path: Path) ->
     dog = target.execute("SELECT id, value, superseded_by FROM knowledge WHERE key = 'dog' "
                          "ORDER BY id").fetchall()
     assert [(v, s) for _, v, s in dog] == [("Rex", dog[1][0]), ("Max", None)]
+
+
+def test_a_programs_message_in_the_transcript_comes_back_named(tmp_path: Path) -> None:
+    """A paired program's message kept in the person's transcript (role program, its name)
+    and the answer survive an export and an import."""
+    source = open_store(tmp_path / "a")
+    with db.immediate(source):
+        writes.insert_turn(source, msgspec.structs.replace(
+            turn("t1", "[framed] Max's vaccine is due", "Max's vaccine is due Friday.", 10.0),
+            channel="interface.vet", source="interface",
+            program=ProgramLine("main", "vet", "Max's vaccine is due")))
+    target = open_store(tmp_path / "b")
+    export.import_(target, exported(source).splitlines(), 2000.0)
+    assert target.execute("SELECT channel, role, speaker, text FROM transcript ORDER BY id"
+                          ).fetchall() == [
+        ("main", "program", "vet", "Max's vaccine is due"),
+        ("main", "assistant", None, "Max's vaccine is due Friday.")]
 
 
 def test_the_export_starts_with_a_header_naming_format_and_schema(tmp_path: Path) -> None:

@@ -127,7 +127,8 @@ function buildResult(hit) {
     el('p', { className: 'result-text wrap', text: hit.text }),
     el('p', { className: 'meta' },
       field('when', formatEpoch(hit.created_at)),
-      hit.role ? [' ', field('said by', hit.role)] : null),
+      hit.role ? [' ', field('said by', hit.speaker ? `${hit.speaker} (a program)` : hit.role)]
+        : null),
     scoreDetails(hit));
 }
 

@@ -295,7 +295,9 @@ export function createRenderer({ log, announce, sendAction, onRunningChange }) {
   function onNotification(frame, live) {
     const article = el("article", "notification");
     article.dataset.source = frame.source || "";
-    article.append(el("p", "notification-source", SOURCE_WORDS[frame.source] || "Notification"));
+    const source = frame.program ? `From ${frame.program}, a paired program`
+      : SOURCE_WORDS[frame.source] || "Notification";
+    article.append(el("p", "notification-source", source));
     const body = el("div", "notification-body");
     body.innerHTML = renderMarkdown(frame.content);
     article.append(body);
