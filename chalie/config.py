@@ -165,6 +165,7 @@ class ActConfig(_Section, frozen=True):
     max_tool_result_chars: int
     compaction_threshold: float
     approval_timeout_s: float
+    held_approval_days: float
 
 
 class MemoryConfig(_Section, frozen=True):

@@ -116,7 +116,11 @@ class Notification(_Frame, frozen=True, kw_only=True, tag="notification"):
 
 class Escalation(_Frame, frozen=True, kw_only=True, tag="escalation"):
     """A tool call that waits for the person's approval. Answer with an `action` frame:
-    {"skill": "approval", "params": {"approval_id": ..., "approve": true|false}}. With
+    {"skill": "approval", "params": {"approval_id": ..., "approve": true|false}} (with
+    "always": true beside "approve": true, when `always` offers it: the tool then runs without
+    asking from now on). `why` says which program's words the call came from, when it did.
+    `held`: the call was held on a turn nobody watched (it has no `exchange_id`: the person saw
+    no exchange of that turn); it waits `expires_in_s` for an answer, across reconnects. With
     `expires_in_s` 0 nothing waits: the critic asks the person to check what a consequential
     call did (`approval_id` "critic-<call id>", `content` says why)."""
 
@@ -125,21 +129,25 @@ class Escalation(_Frame, frozen=True, kw_only=True, tag="escalation"):
     tool: str
     args: str
     expires_in_s: float
-    exchange_id: str
+    exchange_id: str | None
     topic: str | None = None
+    why: str | None = None
+    always: bool = False
+    held: bool = False
 
 
 class Decision(_Frame, frozen=True, kw_only=True, tag="decision"):
     """How an escalation ended, logged so every client shows it (on any device, after any
     reload or resume): `outcome` approved, denied, expired (nobody answered in time, or the
     turn ended first) or withdrawn (the person steered elsewhere); `by` who answered: "page"
-    (a /ws client of the person's), "program" (anything else), null when nobody did."""
+    (a /ws client of the person's), "program" (anything else), null when nobody did. A held
+    call's (Escalation.held) has no `exchange_id`."""
 
     approval_id: str
     outcome: Literal["approved", "denied", "expired", "withdrawn"]
     by: Literal["page", "program"] | None
     tool: str
-    exchange_id: str
+    exchange_id: str | None
 
 
 class Task(_Frame, frozen=True, kw_only=True, tag="task"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 from string import Template
@@ -18,7 +19,7 @@ _EXPECTED: dict[str, frozenset[str]] = {
     "compact_trail": frozenset({"user_text", "trail"}),
     "checkpoint": frozenset({"state", "history", "user_text", "trail"}),
     "episode_encoding": frozenset({"count", "lines"}),
-    "interface_message": frozenset({"program", "details", "text"}),
+    "interface_message": frozenset({"program", "message"}),
     "mcp_question": frozenset({"program", "text"}),
     "scheduled": frozenset({"now", "state", "situation", "world", "memory", "history",
                             "trail", "prompt", "created", "due"}),
@@ -41,6 +42,9 @@ _FRAGMENTS: dict[str, frozenset[str]] = {
     "state_empty": frozenset(), "checkpoint_state_empty": frozenset(),
     "situation": frozenset({"text"}), "situation_empty": frozenset(),
     "world_empty": frozenset(), "world_state": frozenset({"items"}),
+    "fence": frozenset({"source", "text"}), "fence_signals": frozenset(),
+    "fence_message": frozenset({"program"}), "fence_program": frozenset({"program"}),
+    "fence_result": frozenset({"tool", "provider"}),
     "world_signal": frozenset({"signal_type", "source", "age", "salience", "topic", "content"}),
     "world_topic": frozenset({"topic"}),
     "conversation_state": frozenset({"lines"}),
@@ -63,11 +67,11 @@ _FRAGMENTS: dict[str, frozenset[str]] = {
     "identity_item": frozenset({"key", "value"}), "identity_adaptive": frozenset({"trait"}),
     "recalled_day": frozenset({"date"}), "recalled_person": frozenset({"text"}),
     "recalled_assistant": frozenset({"text"}), "recalled_episode": frozenset({"text"}),
-    "recalled_program": frozenset({"program", "text"}),
+    "recalled_program": frozenset({"text"}),
     "recalled_fact": frozenset({"text"}), "memory_episode": frozenset({"date", "text"}),
     "history_none_since_state": frozenset(), "trail_empty": frozenset(),
     "history_person": frozenset({"text"}), "history_assistant": frozenset({"text"}),
-    "history_program": frozenset({"program", "text"}),
+    "history_program": frozenset({"text"}),
     "trail_tool": frozenset({"n", "name", "args", "result"}),
     "trail_steering": frozenset({"n", "text"}), "trail_note": frozenset({"n", "text"}),
     "note_trail_summary": frozenset({"summary"}), "note_restart": frozenset(),
@@ -78,7 +82,7 @@ _FRAGMENTS: dict[str, frozenset[str]] = {
     "reason_steered": frozenset(), "reason_redirected": frozenset(),
     "reason_denied": frozenset(), "reason_expired": frozenset({"seconds"}),
     "reason_blocked": frozenset({"name"}), "reason_unattended": frozenset({"name"}),
-    "reason_repeated": frozenset({"times"}),
+    "reason_repeated": frozenset({"times"}), "reason_held": frozenset(),
     "encoding_line": frozenset({"n", "who", "time", "text"}),
     "encoding_person": frozenset(), "encoding_assistant": frozenset(),
     "encoding_program": frozenset({"program"}),
@@ -95,6 +99,18 @@ _FRAGMENTS: dict[str, frozenset[str]] = {
 
 
 NARRATED_CHARS = 60  # of an argument's value, in a narration sentence
+
+
+_FENCE_MARKS = (("<<<", "\u2039\u2039\u2039"), (">>>", "\u203a\u203a\u203a"))
+_HEADING = re.compile(r"^(\s*)#", re.MULTILINE)
+
+
+def defuse(text: str) -> str:
+    """`text` made safe to put inside a fence: its fence marks ("<<<", ">>>", however many
+    in a row) turned into look-alike quotes, and a line that would start a heading escaped."""
+    for mark, safe in _FENCE_MARKS:
+        text = text.replace(mark, safe)
+    return _HEADING.sub(r"\1\\#", text)
 
 
 class Prompts:
@@ -143,6 +159,19 @@ class Prompts:
     def fragment(self, key: str, /, **values: object) -> str:
         """A short piece of prompt text from fragments.toml."""
         return self._fragments[key].substitute(values)
+
+    def fence(self, source: str, text: str) -> str:
+        """Text from outside the person (a program's signal, message or tool result), as every
+        prompt shows it: inside the `fence` fragment, which names where it came from. Nothing
+        in it can close the fence or open another ("<<<" and ">>>" are defused) or pass for a
+        heading of the prompt; act_system.md tells the model fenced text is data, never the
+        person's instructions."""
+        return self._fragments["fence"].substitute(
+            source=defuse(" ".join(source.split())), text=defuse(text))
+
+    def message_of(self, program: str | None, text: str) -> str:
+        """What a paired program said to Chalie (its message), fenced, naming the program."""
+        return self.fence(self.fragment("fence_message", program=program or "?"), text)
 
     def narrate(self, tool: str, args: object) -> str:
         """The sentence a person reads while `tool` runs with `args` (narration.toml)."""

@@ -53,7 +53,7 @@ from chalie.memory.recall import Recall
 from chalie.metrics import Metrics
 from chalie.prompts import Prompts
 from chalie.reload import MODEL_KEYS, changes, merged
-from chalie.store import db, goal_rows, interface_rows, memory_writes
+from chalie.store import approval_rows, db, goal_rows, interface_rows, memory_writes
 from chalie.store.event_log import close_interrupted_turns
 from chalie.store.health import StoreHealth
 from chalie.store.lock import DataLock
@@ -113,6 +113,7 @@ class Server:
         self._edge: EdgeContext | None = None  # its config is swapped by reload()
         self._catalog: ToolCatalog | None = None
         self._lock = DataLock(Path(config.store.path))
+        self._allowed: frozenset[tuple[str, str]] = frozenset()
         self.store_health = StoreHealth(config.store.path, min_free_mb=config.store.min_free_mb,
                                         hold_limit=config.store.hold_messages)
 
@@ -135,6 +136,7 @@ class Server:
             self.governor, self.attention = server_paths.policy(
                 self.config, conn, self.clock, self.metrics,
                 store_writable=lambda: self.store_health.writable)
+            self._allowed = approval_rows.allowed(conn)  # the tools the person always allows
         finally:
             conn.close()
         return space_id
@@ -168,7 +170,8 @@ class Server:
         self._background = WorkerPool(BACKGROUND_WORKERS, name="chalie-background")
         self._paths_pool = WorkerPool(PATH_WORKERS, name="chalie-paths")
         programs = server_programs.build(self.config, clock=self.clock,
-                                         directory=self.directory, metrics=self.metrics)
+                                         directory=self.directory, metrics=self.metrics,
+                                         allowed=self._allowed)
         self._health_pool, self._http_out, self._subscriptions, self._catalog = (
             programs.health_pool, programs.http, programs.subscriptions, programs.catalog)
         self.metrics.watch_goals(lambda: goal_rows.counts(readers.get()))
@@ -234,6 +237,7 @@ class Server:
                 link, config=store, outbox=hub, clock=self.clock, directory=self.directory,
                 metrics=self.metrics, snapshots_kept=memory.snapshots_kept,
                 notify_channel=self.config.dmn.channel, health=self.store_health,
+                allowed=programs.catalog.set_allowed,
             )
 
         def start_session(link: Link, channel: str) -> pykka.ActorRef[Any]:

@@ -53,9 +53,10 @@ class OtherPrograms:
     http: httpx.Client  # the one client `client` calls every interface with
 
 
-def build(config: Config, *, clock: Clock, directory: Directory,
-          metrics: Metrics) -> OtherPrograms:
-    """The shared parts, made anew for each start."""
+def build(config: Config, *, clock: Clock, directory: Directory, metrics: Metrics,
+          allowed: frozenset[tuple[str, str]] = frozenset()) -> OtherPrograms:
+    """The shared parts, made anew for each start; `allowed`: the tools the person always
+    allows (chalie/store/approval_rows.py)."""
     health_pool = WorkerPool(HEALTH_WORKERS, name="chalie-health")
     # One client for every call to an interface; each request sets its own timeouts.
     http = httpx.Client(follow_redirects=False, trust_env=False)
@@ -72,7 +73,8 @@ def build(config: Config, *, clock: Clock, directory: Directory,
         ),
         catalog=ToolCatalog([MemoryTool(), RecallTool(), ForgetTool(),
                              ScheduleTool(server_paths.default_zone(config)), GoalTool()],
-                            confirm=config.tools.confirm, block=config.tools.block),
+                            confirm=config.tools.confirm, block=config.tools.block,
+                            allowed=allowed),
         interfaces=InterfaceBoard(),
         world=WorldBoard(WorldSettings(world_max=signals.world_max,
                                        half_life_s=signals.half_life_s,

@@ -1,6 +1,7 @@
 """Reading the person's answer to an escalation out of an `action` frame.
 
-The documented form is {"skill": "approval", "params": {"approval_id": ID, "approve": true}}.
+The documented form is {"skill": "approval", "params": {"approval_id": ID, "approve": true}},
+with "always": true beside an approval to always allow the tool.
 Clients that say it differently are understood too: skill "approve" or "deny" with the id, the
 id as "id", or a "decision" of approve/allow/yes or deny/reject/no.
 """
@@ -21,6 +22,7 @@ USAGE = ('answer an escalation with {"skill": "approval", "params": {"approval_i
 class Decision(msgspec.Struct, frozen=True):
     approval_id: str
     approve: bool
+    always: bool = False  # "Always allow this tool", beside an approval
 
 
 def read_decision(skill: str, params: dict[str, Any]) -> Decision | str:
@@ -28,12 +30,14 @@ def read_decision(skill: str, params: dict[str, Any]) -> Decision | str:
     approval_id = params.get("approval_id", params.get("id"))
     if not isinstance(approval_id, str) or not approval_id:
         return f"approval_id is missing: {USAGE}"
+    always = params.get("always") is True
     if skill in ("approve", "deny"):
-        return Decision(approval_id, skill == "approve")
+        return Decision(approval_id, skill == "approve", always and skill == "approve")
     approve = params.get("approve", params.get("approved"))
     if isinstance(approve, bool):
-        return Decision(approval_id, approve)
+        return Decision(approval_id, approve, always and approve)
     decision = params.get("decision")
     if isinstance(decision, str) and decision.casefold() in _YES | _NO:
-        return Decision(approval_id, decision.casefold() in _YES)
+        yes = decision.casefold() in _YES
+        return Decision(approval_id, yes, always and yes)
     return f"approve is missing: {USAGE}"

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import msgspec
 
 from chalie.act.budget import line_tokens, shed
+from chalie.act.history import history_text
 from chalie.llm.types import ChatRequest, ChatResponse, Message, ToolCall, ToolSpec
 from chalie.prompts import Prompts
 from chalie.store.effects import Effect
@@ -22,7 +23,6 @@ from chalie.values.images import Image
 from chalie.values.memory import MemoryLine, memory_text
 
 REPEAT_LIMIT = 3  # the same call this many times in a row ends the loop
-_HISTORY = {"user": "history_person", "program": "history_program"}  # else: Chalie's own line
 MAX_RESTARTS = 2  # compaction stage 2 at most this often per turn
 # When a request would not fit, recalled memory gives back at least this share of the tokens
 # it held at the start of the turn, so that the next tool results fit without another cut.
@@ -38,6 +38,7 @@ class ToolRecord(msgspec.Struct, frozen=True):
     effects: tuple[Effect, ...] = ()
     approval: str | None = None  # approved | denied | expired, for `confirm` tools
     ran: bool = True
+    source: str | None = None  # another program's tool: who (its result is fenced as data)
 
 
 class SteeringNote(msgspec.Struct, frozen=True):
@@ -229,10 +230,12 @@ class ActLoop:
         self.llm_seconds += response.latency_s
 
     def record(self, call: ToolCall, result: str, *, is_error: bool, duration_ms: float,
-               effects: tuple[Effect, ...] = (), approval: str | None = None) -> ToolRecord:
+               effects: tuple[Effect, ...] = (), approval: str | None = None,
+               source: str | None = None) -> ToolRecord:
+        """A call that ran; `source`: the program whose tool it is (its result is data)."""
         self.tool_counts[call.name] += 1
         return self._add(ToolRecord(self.iteration, call, self._clip(result), is_error,
-                                    duration_ms, effects, approval))
+                                    duration_ms, effects, approval, source=source))
 
     def skip(self, call: ToolCall, reason: str, *, approval: str | None = None,
              **values: object) -> ToolRecord:
@@ -329,24 +332,13 @@ class ActLoop:
         return self._rendered_history()[0]
 
     def _rendered_history(self) -> tuple[str, tuple[int, ...]]:
-        """The history's text, and where each of its lines but the last ends in it (before
-        the newline that joins it to the next: so a line ends in the same place whether or
-        not another follows it)."""
+        """The history's text, and where each of its lines but the last ends in it."""
         cached = self._history_text
         if cached is not None and cached[0] is self.history and cached[1] == bool(self.state):
             return cached[2], cached[3]  # every request of a turn shows the same history
-        f = self._prompts.fragment
-        ends: list[int] = []
-        if not self.history:
-            text = f("history_none_since_state") if self.state else f("history_empty")
-        else:
-            lines = [f(_HISTORY.get(h.role, "history_assistant"), text=h.text,
-                       program=h.speaker or "a program") for h in self.history]
-            for line in lines[:-1]:
-                ends.append((ends[-1] + 1 if ends else 0) + len(line))
-            text = "\n".join(lines)
-        self._history_text = (self.history, bool(self.state), text, tuple(ends))
-        return text, tuple(ends)
+        text, ends = history_text(self._prompts, self.history, after_state=bool(self.state))
+        self._history_text = (self.history, bool(self.state), text, ends)
+        return text, ends
 
     def _cuts(self, head: str) -> tuple[int, ...]:
         """Message.cuts of a user message that begins with `head` (the prompt up to the end of
@@ -364,7 +356,10 @@ class ActLoop:
         blocks = []
         for n, item in enumerate(self.trail, 1):
             match item:
-                case ToolRecord(call=call, result=result):
+                case ToolRecord(call=call, result=result, source=source):
+                    if source is not None:
+                        result = self._prompts.fence(
+                            f("fence_result", tool=call.name, provider=source), result)
                     blocks.append(f("trail_tool", n=n, name=call.name,
                                     args=call.raw_args or "{}", result=result))
                 case SteeringNote(text=text):

@@ -206,6 +206,8 @@ class Dmn(PathActor):
         turn.loop.use_context(identity=inputs.identity, state=inputs.state,
                               memory=inputs.episodes, history=inputs.history,
                               tools=self._tools.specs(), world=inputs.world)
+        turn.provenance.person(*inputs.person_texts)
+        turn.provenance.program(*inputs.program_texts)
         log.info("dmn_thinking", trigger=trigger, turn_id=turn.id,
                  fingerprint=inputs.fingerprint)
         d.metrics.dmn_triggers.labels(trigger=trigger, result="ran").inc()

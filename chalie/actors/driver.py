@@ -16,7 +16,6 @@ State is saved, and what happens when the turn ends (driver_deps.py).
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -25,6 +24,7 @@ import structlog
 
 from chalie.act.loop import Answer
 from chalie.act.stream import DeltaStream
+from chalie.actors.driver_approvals import Approvals
 from chalie.actors.driver_deps import DriverDeps, Ending, Host, Policy
 from chalie.actors.driver_side_calls import SideCalls
 from chalie.actors.turn import Approval, Turn
@@ -38,7 +38,7 @@ from chalie.actors.turn_messages import (
     TurnDeadline,
 )
 from chalie.clock import Timer
-from chalie.frames import ActNarration, Decision, Escalation, ImageReady, Stage, Status
+from chalie.frames import ActNarration, ImageReady, Stage, Status
 from chalie.llm.types import ChatResponse, ToolCall
 from chalie.store.records import Outcome
 from chalie.tools.base import ToolContext
@@ -47,7 +47,6 @@ log = structlog.get_logger("chalie.driver")
 
 NARRATION_ARGS_CHARS = 120
 ARGS_SHOWN_CHARS = 2000  # of a call's arguments, under a narration's details
-DecisionOutcome = Literal["approved", "denied", "expired", "withdrawn"]
 PAUSED = "paused: the path used its daily token budget"
 
 
@@ -62,6 +61,8 @@ class TurnDriver:
         self.policy = policy
         self._d = deps
         self._side = SideCalls(host=host, policy=policy, deps=deps)
+        self._approvals = Approvals(host=host, policy=policy, deps=deps,
+                                    sentence=self._sentence)
         self.turn: Turn | None = None
 
     # -- life cycle --
@@ -113,7 +114,8 @@ class TurnDriver:
             turn.timer.cancel()
         if turn.approval is not None:
             turn.approval.timer.cancel()
-            self._decided(turn.approval.id, turn.approval.call.name, "expired", None)
+            self._approvals.decided(turn, turn.approval.id, turn.approval.call.name, "expired",
+                                    None)
         elapsed = self._d.clock.monotonic() - turn.received_at
         self._images_ready(turn, "failed")
         self.turn = None
@@ -209,19 +211,21 @@ class TurnDriver:
             turn.loop.record(call, f"error: {call.args_error}", is_error=True, duration_ms=0.0)
             self._next_call()
             return
-        danger = self._d.tools.danger(call.name)
-        if danger == "block":
+        if self._d.tools.danger(call.name) == "block":
             turn.loop.skip(call, "blocked", name=call.name)
             self._next_call()
             return
-        if danger == "confirm":
-            if self.policy.attended:
-                self._ask_approval(call)
-            else:
+        match self._approvals.needs_person(turn, call):
+            case "ask":
+                self._approvals.ask(turn, call)
+            case "hold":
+                self._approvals.hold(turn, call)
+                self._next_call()
+            case "skip":
                 turn.loop.skip(call, "unattended", name=call.name)
                 self._next_call()
-            return
-        self.run_tool(call)
+            case None:
+                self.run_tool(call)
 
     def run_action(self, skill: str, params: dict[str, Any]) -> None:
         """An action turn: one skill, run directly: no LLM, zero tokens."""
@@ -261,9 +265,13 @@ class TurnDriver:
         assert call is not None
         turn.running_call = None
         outcome = returned.outcome
+        source = self._d.tools.origin(call.name)  # another program's tool: its words are data
+        if source is not None:
+            turn.provenance.program(outcome.text)
+        turn.provenance.program(*outcome.heard)
         record = turn.loop.record(call, outcome.text, is_error=outcome.is_error,
                                   duration_ms=returned.duration_ms, effects=outcome.effects,
-                                  approval=returned.approval)
+                                  approval=returned.approval, source=source)
         self._d.work.metrics.tool_calls.labels(
             tool=call.name, result="error" if outcome.is_error else "ok"
         ).inc()
@@ -289,6 +297,7 @@ class TurnDriver:
         turn = self._require()
         log.info("steering_received", phase=turn.phase, chars=len(text))
         turn.loop.steer(text)
+        turn.provenance.person(text, request=True)
         while turn.queued_calls:
             turn.loop.skip(turn.queued_calls.popleft(), "steered")
         if turn.phase == "approval" and turn.approval is not None:
@@ -296,29 +305,6 @@ class TurnDriver:
         elif turn.phase == "llm":
             turn.steered_in_flight = True
         # "tool", "critic" and "compacting": the next request, after them, carries it.
-
-    def _ask_approval(self, call: ToolCall) -> None:
-        turn = self._require()
-        d = self._d
-        approval_id = uuid.uuid4().hex
-        timeout = d.approval_timeout_s
-        if turn.timer is not None:
-            turn.timer.cancel()  # waiting for the person is not charged to the turn's budget
-        turn.phase = "approval"
-        turn.running_call = call
-        turn_id = turn.id
-        turn.approval = Approval(
-            approval_id, call, d.clock.monotonic(),
-            d.clock.call_later(timeout, lambda: self._host.tell_self(
-                ApprovalExpired(turn_id, approval_id))),
-        )
-        log.info("approval_requested", tool=call.name, approval_id=approval_id)
-        self._host.show(Escalation(
-            content=f"Chalie wants to go on with this: {self._sentence(call).rstrip('…')}. "
-                    "Allow it?",
-            approval_id=approval_id, tool=call.name, args=call.raw_args,
-            expires_in_s=timeout, exchange_id=turn.id,
-        ))
 
     def answer_approval(self, approval_id: str, approve: bool, *,
                         by: Literal["page", "program"] = "page") -> str | None:
@@ -335,30 +321,19 @@ class TurnDriver:
         """approved: True runs the call; False (denied) or None (expired) tells the model no;
         `reason` names another reason_* fragment for the model."""
         turn = self._require()
-        pending = turn.approval
-        if pending is None or pending.id != approval_id:
+        if turn.approval is None or turn.approval.id != approval_id:
             return
-        d = self._d
-        pending.timer.cancel()
-        turn.approval = None
-        turn.running_call = None
-        turn.deadline += d.clock.monotonic() - pending.asked_at
+        call = self._approvals.resolve(turn, approval_id, approved, reason, by=by)
         turn.timer = self._deadline_timer(turn.id, turn.deadline)
-        verdict: DecisionOutcome = "approved" if approved else (
-            "denied" if approved is False else "expired")
-        log.info("approval_resolved", tool=pending.call.name, verdict=verdict)
-        self._decided(pending.id, pending.call.name, "withdrawn" if reason else verdict, by)
-        if approved:
-            self.run_tool(pending.call, approval="approved")
-            return
-        if reason:
-            turn.loop.skip(pending.call, reason, approval=verdict)
-        elif approved is False:
-            turn.loop.skip(pending.call, "denied", approval=verdict)
+        if call is not None:
+            self.run_tool(call, approval="approved")
         else:
-            turn.loop.skip(pending.call, "expired", approval=verdict,
-                           seconds=f"{d.approval_timeout_s:g}")
-        self._next_call()
+            self._next_call()
+
+    def pending(self, approval_id: str) -> Approval | None:
+        """The running turn's escalation `approval_id`, while it waits."""
+        pending = self.turn.approval if self.turn is not None else None
+        return pending if pending is not None and pending.id == approval_id else None
 
     # -- plumbing --
 
@@ -374,12 +349,6 @@ class TurnDriver:
         if narrate is None:
             return f"{call.name} {clip(call.raw_args)}".strip()
         return narrate(call.name, call.args)
-
-    def _decided(self, approval_id: str, tool: str, outcome: DecisionOutcome,
-                 by: Literal["page", "program"] | None) -> None:
-        """How an escalation ended, in the log: every client shows it (frames.Decision)."""
-        self._host.show(Decision(approval_id=approval_id, outcome=outcome, by=by, tool=tool,
-                                 exchange_id=self._require().id))
 
     def _require(self) -> Turn:
         assert self.turn is not None, "no turn is running"

@@ -3,13 +3,15 @@
 Two background duties, both nudged by the StoreWriter after it stores something (MemoryGrew):
 - Encoding. Once a channel's transcript has grown by `memory.encode_every_rows` messages since
   its last encoding, one LLM call (prompts/episode_encoding.md, structured output) turns the
-  window into episodes and facts, which the StoreWriter stores with the new encoding mark. An
-  answer that does not fit the schema is retried once; a second bad answer, or a failed call,
-  skips the window (a metric), and the channel's encoding backs off (chalie/background/
-  backoff.py: the log says so once, /health and the dashboard show why): nudges are ignored
-  until the wait, doubling after each failure in a row, is over; then the window is tried again
-  on a timer of its own, not on the person's turn. At most one encoding per channel is in
-  flight; nudges meanwhile are coalesced.
+  window into episodes and facts, which the StoreWriter stores with the new encoding mark. Facts
+  come only from the person's own lines, each stored with the transcript id of its line: one
+  the answer puts on a paired program's line or on Chalie's is dropped and logged
+  (`encoder_fact_dropped`, chalie/memory/encoding.py). An answer that does not fit the schema
+  is retried once; a second bad answer, or a failed call, skips the window (a metric), and the
+  channel's encoding backs off (chalie/background/backoff.py: the log says so once, /health
+  and the dashboard show why): nudges are ignored until the wait, doubling after each failure
+  in a row, is over; then the window is tried again on a timer of its own, not on the person's
+  turn. At most one encoding per channel is in flight; nudges meanwhile are coalesced.
 - Indexing. `memory.index_delay_s` after new items arrive, they are embedded in id order, one
   kind at a time, in batches of `memory.embed_batch`, into the current embedder's vector space;
   the StoreWriter stores each batch and says when, and the next batch starts. After a change
@@ -228,7 +230,9 @@ class Encoder(SupervisedActor):
                 answer = self._work.call_llm(req, d.llm.request_timeout_s)
                 tokens += answer.usage.total_tokens
                 calls += 1
-                window = encoding.to_window(encoding.parse(answer.text), lines)
+                with structlog.contextvars.bound_contextvars(channel=channel,
+                                                             encoding_id=encoding_id):
+                    window = encoding.to_window(encoding.parse(answer.text), lines)
             except StructuredOutputError as e:
                 error = str(e)
                 d.metrics.encodings.labels(outcome="retried" if attempt == 1 else "skipped").inc()

@@ -229,7 +229,8 @@ class Goal(PathActor):
         self._ops(StepStatus(self._goal_id, step.step_id, "running", d.channel, attempt=True))
         template, extra = step_prompt(row, self._steps, step, final=final, prompts=d.prompts)
         turn = self.new_turn(text=step.description, template=template, extra=extra,
-                             max_iterations=iterations, timeout_s=seconds, request=(step, final))
+                             max_iterations=iterations, timeout_s=seconds, request=(step, final),
+                             asked=row.goal if row.source != "dmn" else None)
         log.info("goal_step_started", goal_id=self._goal_id, step_id=step.step_id,
                  turn_id=turn.id, iterations_left=iterations, seconds_left=round(seconds, 1))
         self._driver.begin(turn)

@@ -1,8 +1,10 @@
 """What the background paths' actors (the DMN, the Scheduler, each Goal) share.
 
 Each hosts one TurnDriver with an unattended, governed Policy: nobody watches its turns (no
-status or narration frames, no approvals, so `confirm` tools are neither offered nor run), and
-every LLM request first asks the spending governor for room. Its turns are stored with
+status or narration frames, no approvals, so `confirm` tools are neither offered nor run; a
+call that came from another program's words is held for the person, who is asked when the turn
+is stored: chalie/actors/consent.py), and every LLM request first asks the spending governor
+for room. Its turns are stored with
 `path` set, on the person's channel, with no transcript lines of their own: what the person is
 told enters the transcript when it is delivered (chalie/store/background_ops.py).
 """
@@ -22,6 +24,7 @@ import structlog
 
 from chalie.act.budget import PromptBudget
 from chalie.act.loop import ActLoop
+from chalie.actors.consent import held_ops
 from chalie.actors.driver import TurnDriver
 from chalie.actors.driver_deps import DriverDeps, Ending, Policy
 from chalie.actors.store_writer_messages import CommitTurn
@@ -105,9 +108,10 @@ class PathActor(SupervisedActor, abc.ABC):
     # -- a turn --
 
     def new_turn(self, *, text: str, template: str, extra: dict[str, str], max_iterations: int,
-                 timeout_s: float, request: Any = None) -> Turn:
+                 timeout_s: float, request: Any = None, asked: str | None = None) -> Turn:
         """A turn of this path (not begun): `text` is what it works on (stored as the turn's
-        text and used to recall), rendered into `template` with `extra`."""
+        text and used to recall), rendered into `template` with `extra`; `asked`: what the
+        person asked for, when the turn does their bidding (their scheduled prompt, goal)."""
         d = self._deps
         now = datetime.fromtimestamp(d.clock.time(), UTC).strftime("%Y-%m-%d %H:%M UTC")
         loop = ActLoop(
@@ -115,12 +119,15 @@ class PathActor(SupervisedActor, abc.ABC):
             max_iterations=max_iterations, max_result_chars=d.act.max_tool_result_chars,
             now_text=now, template=template, extra=extra,
         )
-        return Turn(
+        turn = Turn(
             id=uuid.uuid4().hex, loop=loop,
             budget=PromptBudget(d.llm.context_window, d.act.compaction_threshold),
             started_at=d.clock.time(), received_at=d.clock.monotonic(), timeout_s=timeout_s,
             source=self.path, request=request,
         )
+        if asked:
+            turn.provenance.person(asked, request=True)
+        return turn
 
     def gather_context(self, turn: Turn, channel: str) -> None:
         """Identity, the channel's Current State and history, what recall finds for the turn's
@@ -148,16 +155,20 @@ class PathActor(SupervisedActor, abc.ABC):
                               situation=ctx.situation, memory=ctx.memory_lines)
         turn.history_upto = ctx.history_upto
         turn.recalled = ctx.recalled
+        turn.provenance.person(ctx.identity, *ctx.person_texts)
+        turn.provenance.program(*ctx.program_texts)
         self._driver.ask()
 
     def commit(self, ending: Ending, extras: tuple[Op, ...], *, reply_to: str) -> None:
         """Store the ended turn, on the person's channel, with this path's own writes, in one
         transaction; `reply_to` hears when it is stored."""
         d = self._deps
-        record = turn_record(ending.turn, d.channel, ending.outcome, ending.elapsed,
-                             d.clock.time(), text=ending.text, error=ending.error,
-                             path=self.path)
-        self._to_writer(CommitTurn(record, (), ending.turn.received_at, extras=extras,
+        now = d.clock.time()
+        record = turn_record(ending.turn, d.channel, ending.outcome, ending.elapsed, now,
+                             text=ending.text, error=ending.error, path=self.path)
+        held = held_ops(ending.turn.held, tools=self._tools, channel=d.channel, path=self.path,
+                        now=now, days=d.act.held_approval_days, narrate=d.prompts.narrate)
+        self._to_writer(CommitTurn(record, (), ending.turn.received_at, extras=(*extras, *held),
                                    reply_to=reply_to))
 
     def turn_message(self, message: Any) -> None:

@@ -198,7 +198,7 @@ class Scheduler(PathActor):
             extra={"prompt": row.prompt, "due": schedules.iso(due_at, zone),
                    "created": schedules.iso(row.created_at, zone)},
             max_iterations=self._config.max_iterations, timeout_s=self._config.timeout_s,
-            request=(row.id, due_at),
+            request=(row.id, due_at), asked=row.prompt if row.source != "dmn" else None,
         )
         log.info("schedule_run_started", schedule_id=row.id, due_at=due_at, turn_id=turn.id,
                  late_s=round(d.clock.time() - due_at, 3))

@@ -23,7 +23,7 @@ import structlog
 from chalie.act import approval
 from chalie.act.critic import Critic
 from chalie.act.fastpath import is_cancel, is_empty
-from chalie.actors import session_turn
+from chalie.actors import session_approvals, session_turn
 from chalie.actors.driver import TurnDriver
 from chalie.actors.driver_deps import DriverDeps, Ending, Policy
 from chalie.actors.session_backstop import Backstop
@@ -45,8 +45,8 @@ from chalie.actors.session_messages import (
 )
 from chalie.actors.store_writer_messages import (
     AppendFrames,
+    ApplyOps,
     CloseOpenExchange,
-    RepushExchange,
     SaveCheckpoint,
 )
 from chalie.actors.supervisor import Link, SupervisedActor
@@ -65,7 +65,6 @@ from chalie.actors.work import Work
 from chalie.clock import Timer
 from chalie.frames import Done, Error, Frame
 from chalie.memory.identity import read_name
-from chalie.store import queries
 
 log = structlog.get_logger("chalie.session")
 
@@ -153,7 +152,7 @@ class Session(SupervisedActor):
             case Steer(text=text, received_at=received_at):
                 self._on_steer(text, received_at)
             case ActionRequest(skill=skill) if skill in approval.SKILLS:
-                self._on_approval_answer(skill, message.params, message.via)
+                self._answered(session_approvals.answer(message, self._driver, self._deps))
             case ActionRequest():
                 self._enqueue(message)
             case FrameRejected(reason=reason):
@@ -199,12 +198,14 @@ class Session(SupervisedActor):
             return
         self._driver.steer(text)
 
-    def _on_approval_answer(self, skill: str, params: dict[str, Any], via: str) -> None:
-        decision = approval.read_decision(skill, params)
-        error = decision if isinstance(decision, str) else self._driver.answer_approval(
-            decision.approval_id, decision.approve, by="page" if via == "page" else "program")
-        if error is not None:
-            self._emit(Error(message=error, recoverable=False))
+    def _answered(self, done: session_approvals.Answered) -> None:
+        """The person answered an escalation: writes, an error for them, a held call's turn."""
+        if done.ops:
+            self._to_writer(ApplyOps(done.ops))
+        if done.error is not None:
+            self._emit(Error(message=done.error, recoverable=False))
+        if done.run is not None:
+            self._enqueue(done.run)
 
     def _enqueue(self, message: UserMessage | ActionRequest) -> None:
         client_id = message.client_id
@@ -220,12 +221,7 @@ class Session(SupervisedActor):
                 or (self._storing and self._storing[1] == client_id):
             log.info("duplicate_client_id_in_flight", client_id=client_id)
             return True
-        stored = queries.turn_for_client_id(self._deps.read(), self.channel, client_id)
-        if stored is None:
-            return False
-        log.info("duplicate_client_id_replayed", client_id=client_id, exchange_id=stored)
-        self._to_writer(RepushExchange(self.channel, stored))
-        return True
+        return session_turn.replayed(self._deps, self.channel, client_id)
 
     # -- turn start --
 
@@ -324,7 +320,7 @@ class Session(SupervisedActor):
             self._fan_out = (turn.cognition, turn.user_text,
                              bool(turn.loop.metrics().tools))
         commit = session_turn.commit_of(ending, channel=self.channel, now=d.clock.time(),
-                                        verdict=verdict, extras=extras)
+                                        verdict=verdict, extras=extras, deps=d)
         record = commit.record
         d.metrics.turns.labels(outcome=outcome).inc()
         d.metrics.turn_seconds.observe(elapsed)

@@ -61,6 +61,7 @@ class ActionRequest(_Msg, frozen=True):
     received_at: float
     client_id: str | None = None
     via: str = "program"  # "page": from the person's /ws (an approval's `by`)
+    held_id: str | None = None  # it runs a call held for the person, who approved it
 
 
 class BackstopChecked(_Msg, frozen=True):

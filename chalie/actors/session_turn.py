@@ -30,11 +30,17 @@ import structlog
 from chalie.act.budget import PromptBudget
 from chalie.act.loop import ActLoop
 from chalie.actors.background_messages import PersonActive
+from chalie.actors.consent import held_ops
 from chalie.actors.driver_deps import Ending
 from chalie.actors.session_cognition import ChannelCognition, TurnCognition
 from chalie.actors.session_deps import SessionDeps
 from chalie.actors.session_messages import ActionRequest, UserMessage
-from chalie.actors.store_writer_messages import AppendFrames, CommitTurn, PushLive
+from chalie.actors.store_writer_messages import (
+    AppendFrames,
+    CommitTurn,
+    PushLive,
+    RepushExchange,
+)
 from chalie.actors.supervisor import Directory
 from chalie.actors.turn import Turn, closing_frames, turn_record
 from chalie.actors.turn_messages import ContextReady
@@ -45,6 +51,7 @@ from chalie.memory.context import NAME_KEY
 from chalie.memory.identity import NameStatement, acknowledgement
 from chalie.store import cognition_rows, concept_rows, image_rows, queries
 from chalie.store.background_ops import Op
+from chalie.store.consent_ops import ResolveHeld
 from chalie.store.effects import RememberFact
 from chalie.store.records import ProgramLine
 
@@ -56,7 +63,8 @@ Request = UserMessage | ActionRequest
 def request_text(request: Request) -> str:
     """What the turn works on: the person's words, or the action as one line."""
     if isinstance(request, ActionRequest):
-        return f"[action] {request.skill} {msgspec.json.encode(request.params).decode()}"
+        kind = "approved" if request.held_id is not None else "action"  # a held call, approved
+        return f"[{kind}] {request.skill} {msgspec.json.encode(request.params).decode()}"
     return request.text
 
 
@@ -88,7 +96,7 @@ def new_turn(d: SessionDeps, request: Request, *, turn_id: str, text: str, chann
         loop, upto = channel_loop(d, d.read(), channel, text, now, with_history=False)
     else:
         loop, upto = bare_loop(d, text, now), 0
-    return Turn(
+    turn = Turn(
         id=turn_id, loop=loop,
         budget=PromptBudget(d.llm.context_window, d.act.compaction_threshold, token_ratio),
         started_at=d.clock.time(), received_at=request.received_at,
@@ -99,6 +107,12 @@ def new_turn(d: SessionDeps, request: Request, *, turn_id: str, text: str, chann
         image_ids=request.image_ids if isinstance(request, UserMessage) else (),
         light=isinstance(request, UserMessage) and request.light,
     )
+    if isinstance(request, UserMessage) and request.notify_channel is not None:
+        turn.for_program = True  # the person is not watching: what needs them waits for them
+        turn.provenance.program(request.program_text or request.text)
+    elif isinstance(request, UserMessage):
+        turn.provenance.person(text, request=True)
+    return turn
 
 
 def identity_hook(d: SessionDeps, turn: Turn, statement: NameStatement) -> str | None:
@@ -177,6 +191,17 @@ def context_job(d: SessionDeps, turn: Turn, *, channel: str, cognition: ChannelC
     return job
 
 
+def replayed(d: SessionDeps, channel: str, client_id: str) -> bool:
+    """A client retrying a message whose turn is stored: its frames are pushed again (True);
+    False when no turn of the channel answered that client id."""
+    stored = queries.turn_for_client_id(d.read(), channel, client_id)
+    if stored is None:
+        return False
+    log.info("duplicate_client_id_replayed", client_id=client_id, exchange_id=stored)
+    d.directory.tell("store_writer", RepushExchange(channel, stored))
+    return True
+
+
 def missing_images(ready: ContextReady) -> str | None:
     """What to tell the person when the message named images the store does not have."""
     if not ready.missing_images:
@@ -195,6 +220,8 @@ def use_context(turn: Turn, ready: ContextReady) -> None:
                           situation=ctx.situation, memory=ctx.memory_lines)
     turn.history_upto = ctx.history_upto
     turn.recalled = ctx.recalled
+    turn.provenance.person(ctx.identity, *ctx.person_texts)
+    turn.provenance.program(*ctx.program_texts)
     if isinstance(turn.cognition, TurnCognition):
         c = turn.cognition
         c.choice, c.recalled_texts, c.vector = ready.topic, ctx.recalled_texts, ctx.vector
@@ -203,7 +230,7 @@ def use_context(turn: Turn, ready: ContextReady) -> None:
 
 
 def commit_of(ending: Ending, *, channel: str, now: float, verdict: Verdict | None,
-              extras: tuple[Op, ...]) -> CommitTurn:
+              extras: tuple[Op, ...], deps: SessionDeps) -> CommitTurn:
     """The ended turn as the StoreWriter takes it: its record and closing frames (with the
     topic, mode and confidence cognition gave it), and the answer as a notification when an
     interface's message asked for one."""
@@ -216,6 +243,12 @@ def commit_of(ending: Ending, *, channel: str, now: float, verdict: Verdict | No
     record = turn_record(turn, channel, outcome, elapsed, now, text=ending.text,
                          error=ending.error)
     request = turn.request
+    if isinstance(request, ActionRequest) and request.held_id is not None:
+        extras = (*extras, ResolveHeld(request.held_id, "approved", request.via))
+    if turn.held:  # a program's message: the person is asked on their own channel
+        extras = (*extras, *held_ops(
+            turn.held, tools=deps.tools, channel=history_channel(request, channel), path="user",
+            now=now, days=deps.act.held_approval_days, narrate=deps.prompts.narrate))
     if isinstance(request, UserMessage) and request.notify_channel is not None:
         # A program's message: it and the answer the person is told go into their channel's
         # transcript (the answer only when there is one: the notification's condition).

@@ -16,6 +16,7 @@ writes changes in `store_writer_faults`. Event-log rows are numbered by `chalie.
 from __future__ import annotations
 
 import queue
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -89,7 +90,9 @@ class StoreWriter(SupervisedActor):
         snapshots_kept: int = 50,
         notify_channel: str = "main",
         health: StoreHealth | None = None,
+        allowed: Callable[[frozenset[tuple[str, str]]], None] | None = None,
     ) -> None:
+        """`allowed`: told the tools the person always allows, whenever that changes."""
         super().__init__(link)
         self._faults = FaultWatch(
             health or StoreHealth(config.path, min_free_mb=config.min_free_mb,
@@ -98,6 +101,7 @@ class StoreWriter(SupervisedActor):
             probe_s=config.fault_probe_s, tell_self=self.tell_self)
         self._config = config
         self._notify_channel = notify_channel  # where goals' and schedules' frames go
+        self._allowed = allowed
         self._outbox = outbox
         self._clock = clock
         self._directory = directory
@@ -330,6 +334,8 @@ class StoreWriter(SupervisedActor):
             self._directory.tell("goals", StopGoal(goal_id))
         for path, result in effects.delivered:
             self._metrics.proactive.labels(path=path, result=result).inc()
+        if effects.allowed is not None and self._allowed is not None:
+            self._allowed(effects.allowed)
 
     def _tell_encoder(self, message: Any) -> None:
         """Nudge the Encoder, if one is running. One that is not (being restarted, or never

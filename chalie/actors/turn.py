@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from chalie.act.budget import PromptBudget
 from chalie.act.loop import ActLoop, ToolRecord
+from chalie.act.provenance import Provenance
 from chalie.act.snapshots import snapshot
 from chalie.clock import Timer
 from chalie.frames import Done, Error, Frame, FrameMetrics, Message, text_blocks
@@ -31,6 +32,7 @@ class Approval:
     call: ToolCall
     asked_at: float  # monotonic
     timer: Timer
+    always: bool = False  # "Always allow this tool" was offered
 
 
 @dataclass
@@ -68,6 +70,9 @@ class Turn:
     snapshots: list[SnapshotRow] = field(default_factory=list)
     cognition: Any = None  # a person's turn: its TurnCognition (chalie/actors/session_cognition)
     work: Any = None  # the path's Work with the models the turn began with (Work.pinned)
+    provenance: Provenance = field(default_factory=Provenance)  # whose words it read
+    held: list[Any] = field(default_factory=list)  # calls held for the person (HeldCall)
+    for_program: bool = False  # a program's message: nobody watches it, the person is asked
 
     def snap(self, request: ChatRequest, purpose: str, now: float) -> None:
         """Keep this LLM request as sent."""

@@ -54,6 +54,8 @@ class Inputs(msgspec.Struct, frozen=True):
     loops: str
     goals: str
     woke: str = ""  # a `signal` trigger's: the signals that woke it, fenced
+    person_texts: tuple[str, ...] = ()  # whose words it shows (chalie/act/provenance.py)
+    program_texts: tuple[str, ...] = ()
 
 
 def read(conn: apsw.Connection, prompts: Prompts, *, trigger: str, channel: str, now: float,
@@ -84,10 +86,11 @@ def read(conn: apsw.Connection, prompts: Prompts, *, trigger: str, channel: str,
     loop_lines += [f("dmn_episode_loop", text=_clip(redact(t))) for t in episode_loops]
     goal_lines = [f("dmn_goal", id=g.id, state=g.state, goal=_clip(g.goal))
                   for g in (goals if broad else active_goals)]
+    identity = identity_text(conn, prompts)
     return Inputs(
         fingerprint=fingerprint,
         empty=count == 0 and not loops and not goals and not salient,
-        identity=identity_text(conn, prompts),
+        identity=identity,
         state=redact(checkpoint.text, checkpoint.created_at) if checkpoint else "",
         world=world_text(prompts, world),
         history=tuple(msgspec.structs.replace(h, text=_clip(redact(h.text, h.created_at),
@@ -98,6 +101,10 @@ def read(conn: apsw.Connection, prompts: Prompts, *, trigger: str, channel: str,
         loops="\n".join(loop_lines) or f("dmn_none"),
         goals="\n".join(goal_lines) or f("dmn_none"),
         woke=world_text(prompts, woke),
+        person_texts=(identity, *(h.text for h in history if h.role == "user")),
+        program_texts=(*(h.text for h in history if h.role == "program"),
+                       *(" ".join((s.signal.source, s.signal.topic or "", s.signal.content))
+                         for s in (*world, *woke))),
     )
 
 

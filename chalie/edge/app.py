@@ -12,6 +12,7 @@ from chalie.edge.openapi import OpenApiHandler
 from chalie.edge.pages import CardHandler, PageHandler, SessionHandler, StaticHandler
 from chalie.edge.rest_auth import LoginHandler, LogoutHandler
 from chalie.edge.rest_background import ProactiveHandler, SpendingHandler
+from chalie.edge.rest_consent import AllowanceHandler, AllowancesHandler, ApprovalsHandler
 from chalie.edge.rest_gateway import GatewayRenderHandler
 from chalie.edge.rest_goals import GoalHandler, GoalsHandler
 from chalie.edge.rest_images import ImageHandler, ImagesHandler
@@ -93,6 +94,9 @@ def make_app(ctx: EdgeContext) -> tornado.web.Application:
             (r"/api/state", StateHandler, args),
             (r"/api/settings", SettingsHandler, args),
             (r"/api/settings/test", TestHandler, args),
+            (r"/api/tools/allowances", AllowancesHandler, args),
+            (r"/api/tools/allowances/([^/]+)", AllowanceHandler, args),
+            (r"/api/approvals", ApprovalsHandler, args),
             (r"/api/tokens", TokensHandler, args),
             (r"/api/tokens/([^/]+)", TokenHandler, args),
             (r"/mcp", McpServerHandler, args),  # MCP over streamable HTTP (edge/mcp_http.py)

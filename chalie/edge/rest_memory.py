@@ -38,7 +38,9 @@ FORGET_TIMEOUT_S = 10.0
 
 class KnowledgeItem(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """A fact (memory_queries.knowledge_rows): valid from `valid_from` until `valid_to`
-    (null while current), when `superseded_by` replaced it."""
+    (null while current), when `superseded_by` replaced it. `source` says who stored it; an
+    "encoder" fact was read from the conversation, from the person's message whose transcript
+    id is `source_line` (null for the others)."""
 
     id: int
     key: str
@@ -51,6 +53,7 @@ class KnowledgeItem(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     valid_from: float
     valid_to: float | None
     superseded_by: int | None
+    source_line: int | None
 
 
 class Knowledge(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

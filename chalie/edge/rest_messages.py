@@ -67,18 +67,19 @@ class MessagesHandler(JsonHandler):
         if prompts is None:
             raise ApiError(503, "messages are not available on this server")
         f = prompts.fragment
-        details = "".join([
+        details = [
             f("interface_source", source=body.source) if body.source else "",
             f("interface_topic", topic=body.topic) if body.topic else "",
             f("interface_metadata",
               metadata=msgspec.json.encode(body.metadata).decode()) if body.metadata else "",
-        ])
-        text = prompts.render("interface_message", program=state.row.name, details=details,
-                              text=body.text)
+        ]
+        said = "\n".join([body.text, *(d for d in details if d)])
+        text = prompts.render("interface_message", program=state.row.name,
+                              message=prompts.message_of(state.row.name, said))
         message = UserMessage(
             text=text, received_at=received, source="interface", client_id=message_id,
             notify_channel=self.ctx.config.interfaces.notify_channel, topic=body.topic,
-            program=state.row.name, program_text=body.text,
+            program=state.row.name, program_text=said,
         )
         if not self.ctx.directory.tell("sessions",
                                        Deliver(interface_channel(state.row.id), message)):

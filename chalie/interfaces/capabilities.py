@@ -32,6 +32,7 @@ MAX_CAPABILITIES = 200
 MAX_NAME = 64
 MAX_SIGNAL_TYPES = 100
 PARAM_TYPES = ("string", "number", "boolean", "object")
+DANGERS = ("safe", "confirm", "block")
 
 ParamType = Literal["string", "number", "boolean", "object"]
 
@@ -55,13 +56,25 @@ class Parameter(msgspec.Struct, frozen=True):
 
 class Capability(msgspec.Struct, frozen=True, omit_defaults=True):
     """One tool of an interface. `returns` is the interface's own description of its result
-    (a JSON object or a string), kept as it came."""
+    (a JSON object or a string), kept as it came. `danger` is what the interface declared
+    (safe: runs at once; confirm: the person approves each call; block: never runs), or None;
+    `read_only`: it only reads (it changes nothing for the person)."""
 
     name: str
     description: str
     parameters: tuple[Parameter, ...]
     documentation: str | None = None
     returns: Any = None
+    danger: Literal["safe", "confirm", "block"] | None = None
+    read_only: bool = False
+
+    @property
+    def effective_danger(self) -> Literal["safe", "confirm", "block"]:
+        """Its danger class: as declared; safe when it only reads; else confirm (a tool that
+        says nothing may change anything, so the person approves it)."""
+        if self.danger is not None:
+            return self.danger
+        return "safe" if self.read_only else "confirm"
 
 
 def parse_health(raw: bytes) -> Health:
@@ -191,10 +204,17 @@ def _capability(value: Any, where: str) -> Capability:
     if returns is not None and not isinstance(returns, (dict, str)):
         raise InterfaceError(
             f"{where}.returns: must be an object or a string, got {_shown(returns)}")
+    danger = body.get("danger")
+    if danger is not None and danger not in DANGERS:
+        raise InterfaceError(
+            f"{where}.danger: must be safe, confirm or block, got {_shown(danger)}")
+    read_only = body.get("read_only", False)
+    if not isinstance(read_only, bool):
+        raise InterfaceError(f"{where}.read_only: must be true or false, got {_shown(read_only)}")
     return Capability(
         name=name, description=_text(body, "description", where), parameters=tuple(parameters),
         documentation=documentation if documentation and documentation.strip() else None,
-        returns=returns,
+        returns=returns, danger=danger, read_only=read_only,
     )
 
 

@@ -39,12 +39,15 @@ _PY_TYPES: dict[str, tuple[type, ...]] = {
 
 
 class InterfaceTool:
-    danger: Danger = "safe"
+    """A paired program's capability. Its danger is what the program declared for it
+    (`danger`, or `read_only: true` for safe), else `confirm`: a tool that says nothing may
+    change anything, so the person approves each call unless they always allow it."""
 
     def __init__(self, *, interface_id: str, interface_name: str, host: str, port: int,
                  capability: Capability, client: InterfaceClient,
                  metrics: Metrics | None) -> None:
         self.spec = tool_spec(capability)
+        self.danger: Danger = capability.effective_danger
         self._interface_id = interface_id
         self._interface_name = interface_name
         self._host = host
@@ -54,6 +57,9 @@ class InterfaceTool:
         self._metrics = metrics
         digest = hashlib.sha256(interface_id.encode()).digest()
         self._accent = ACCENTS[digest[0] % len(ACCENTS)]
+
+    def reads_only(self, args: dict[str, Any]) -> bool:
+        return self._capability.read_only
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
         problem = args_problem(self._capability, args)

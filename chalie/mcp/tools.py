@@ -31,7 +31,11 @@ class McpTool:
             parameters=input_schema(listed.input_schema),
         )
         self.danger: Danger = danger_of(listed)
+        self._read_only = read_only(listed)
         self._caller = caller
+
+    def reads_only(self, args: dict[str, Any]) -> bool:
+        return self._read_only
 
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
         return self._caller.call(self.name, args)
@@ -47,11 +51,15 @@ def input_schema(raw: Any) -> dict[str, Any]:
     return schema
 
 
-def danger_of(listed: types.Tool) -> Danger:
-    """"confirm" when the server says the tool is destructive (`destructiveHint: true`), else
-    "safe". MCP reads a missing hint as destructive, but few servers set it, so only an explicit
-    true asks the person first; `tools.confirm` and `tools.block` still apply by name."""
+def read_only(listed: types.Tool) -> bool:
+    """The server says the tool only reads (`readOnlyHint: true`)."""
     annotations = listed.annotations
-    if annotations is not None and annotations.destructive_hint is True:
-        return "confirm"
-    return "safe"
+    return annotations is not None and annotations.read_only_hint is True
+
+
+def danger_of(listed: types.Tool) -> Danger:
+    """"safe" when the server says the tool only reads (`readOnlyHint: true`); "confirm"
+    otherwise: when it says it is destructive (`destructiveHint: true`), and when it says
+    nothing (MCP reads a missing hint as possibly destructive). The person may always allow a
+    tool; `tools.confirm` and `tools.block` still apply by name."""
+    return "safe" if read_only(listed) else "confirm"

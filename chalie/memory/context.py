@@ -70,6 +70,10 @@ class TurnContext(msgspec.Struct, frozen=True):
     history_from: int = 0  # transcript id of the history's first line (0: no history)
     memory_fill: float = 0.0  # the share of the memory section's budget recall filled
     memory_lines: tuple[MemoryLine, ...] = ()  # the memory section, line by line
+    # Whose words the prompt shows (chalie/act/provenance.py): the person's (their lines,
+    # what they had remembered) and other programs' (their lines, signals).
+    person_texts: tuple[str, ...] = ()
+    program_texts: tuple[str, ...] = ()
 
     @property
     def memory(self) -> str:
@@ -169,13 +173,21 @@ def build(
                              hit.item.mkey in chosen) for hit, line in kept)
     person = "\n".join(p.value for p in fitted.identity[1:]) or f("identity_empty")
     kept_world = [p.value for p in fitted.state if p is not current_state and p is not situation]
+    spoken = [p.value for p in history]
+    items = [*people, *(hit.item for hit, _ in kept)]
     return TurnContext(
+        person_texts=(*(h.text for h in spoken if h.role == "user"),
+                      *(i.text for i in items if i.role in ("user", None) and i.kind != "episode")),
+        program_texts=(*(h.text for h in spoken if h.role == "program"),
+                       *(i.text for i in items if i.role == "program"),
+                       *(" ".join((s.signal.source, s.signal.topic or "", s.signal.content))
+                         for s in world)),
         identity=person,
         state=current_state.value if current_state is not None else "",
         situation=situation.value if situation is not None else "",
-        world=f("world_state", items="\n".join(kept_world)) if kept_world else "",
+        world=_world_section(prompts, kept_world),
         memory_lines=lines,
-        history=tuple(p.value for p in history),
+        history=tuple(spoken),
         tools=tuple(p.value for p in fitted.tools),  # type: ignore[misc]
         recalled=tuple(hit.item.mkey for hit in best),
         history_upto=upto,
@@ -267,10 +279,16 @@ def identity_text(conn: apsw.Connection, prompts: Prompts) -> str:
 
 def world_text(prompts: Prompts, world: Sequence[Salient]) -> str:
     """The fenced world-state section for these signals; "" when there are none."""
-    if not world:
+    return _world_section(prompts, [_world_line(prompts, s) for s in world])
+
+
+def _world_section(prompts: Prompts, lines: Sequence[str]) -> str:
+    """Signals' lines as the world-state section shows them: one fence of data, naming where
+    it came from; "" when there are none."""
+    if not lines:
         return ""
-    return prompts.fragment("world_state", items="\n".join(_world_line(prompts, s)
-                                                            for s in world))
+    return prompts.fragment("world_state", items=prompts.fence(
+        prompts.fragment("fence_signals"), "\n".join(lines)))
 
 
 def _identity(stored: list[Item], pending: Sequence[RememberFact]) -> list[Item]:
@@ -298,8 +316,8 @@ def _memory_line(prompts: Prompts, hit: Hit) -> str:
         text = text[:MEMORY_ITEM_CHARS].rstrip() + "…"
     match item.kind:
         case "message" if item.role == "program":
-            return prompts.fragment("recalled_program", program=item.speaker or "a program",
-                                    text=text)
+            return prompts.fragment("recalled_program",
+                                    text=prompts.message_of(item.speaker, text))
         case "message":
             name = "recalled_person" if item.role == "user" else "recalled_assistant"
         case "episode":
@@ -328,18 +346,15 @@ def _day_of(day: int) -> str:
 
 
 WORLD_CONTENT_CHARS = 500
-_FENCE = ("<<<signals", "signals>>>")
 
 
 def _world_line(prompts: Prompts, salient: Salient) -> str:
-    """One signal as data: on one line, cut short, with anything that looks like the fence
-    defused so a signal cannot close it and speak outside."""
+    """One signal as data: on one line (so it cannot start one of its own), cut short; the
+    fence around the section defuses anything that would close it."""
     s = salient.signal
 
     def clean(text: str, limit: int) -> str:
         text = " ".join(text.split())
-        for mark in _FENCE:
-            text = text.replace(mark, mark.replace("<", "\u2039").replace(">", "\u203a"))
         return text if len(text) <= limit else text[:limit].rstrip() + "…"
 
     topic = prompts.fragment("world_topic", topic=clean(s.topic, 80)) if s.topic else ""

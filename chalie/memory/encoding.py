@@ -3,8 +3,14 @@ must follow, and the answer turned into episode rows and facts.
 
 The schema goes out as structured output (chalie.llm.structured). Its shape is checked strictly
 (every field, its type, at least one episode, a non-empty gist); numbers outside their range
-are clamped rather than refused, because small models often say 7 for "0 to 1", and line
-numbers outside the window are pulled into it.
+are clamped rather than refused, because small models often say 7 for "0 to 1", and an
+episode's line numbers outside the window are pulled into it.
+
+Facts about the person come from the person: a fact is kept only when the line it names is one
+of the person's own in the window. One said on a paired program's line (a program's word about
+the person is no fact of theirs), on Chalie's, or on no line of the window is dropped, and the
+log says so (`encoder_fact_dropped`, with the reason); a kept fact carries the transcript id of
+its line (`source_line`).
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 import msgspec
+import structlog
 
 from chalie.errors import StructuredOutputError
 from chalie.llm.structured import decode_structured, structured
@@ -36,6 +43,9 @@ MAX_CONCEPT_CHARS = 60
 MAX_RELATION_CHARS = 40
 MAX_SITUATION = 600  # characters of the situation summary
 ENCODER_CONFIDENCE = 0.6  # facts the encoder read are less sure than ones the person gave
+PERSON = "user"  # the transcript role of the person's own lines, the only ones facts come from
+
+log = structlog.get_logger("chalie.encoder")
 
 
 class EncodedEpisode(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -130,9 +140,8 @@ def parse(text: str) -> Encoding:
             value = episode.get(name)
             if isinstance(value, int) and not isinstance(value, bool) and value < 1:
                 episode[name] = 1
-    for fact in raw.get("facts") or ():
-        if isinstance(fact, dict) and isinstance(fact.get("line"), int) and fact["line"] < 1:
-            fact["line"] = 1
+    if isinstance(raw.get("facts"), list):
+        raw["facts"] = [f for f in raw["facts"] if not _before_the_window(f)]
     if "concepts" in raw:
         raw["concepts"] = _lenient_concepts(raw["concepts"])
     try:
@@ -146,9 +155,10 @@ def parse(text: str) -> Encoding:
 
 
 def to_window(encoding: Encoding, lines: Sequence[WindowLine]) -> Window:
-    """Line numbers become transcript ids (pulled into the window), texts are trimmed, fact
-    keys normalised; a fact whose key normalises to nothing, or is longer than a key may be,
-    is dropped (never cut: two long keys must not become one)."""
+    """Line numbers become transcript ids (an episode's pulled into the window), texts are
+    trimmed, fact keys normalised. A fact is kept only when its line is the person's (see the
+    module's docstring); one whose key normalises to nothing, or is longer than a key may be,
+    is dropped too (never cut: two long keys must not become one)."""
     last = len(lines)
 
     def line_at(n: int) -> WindowLine:
@@ -166,13 +176,14 @@ def to_window(encoding: Encoding, lines: Sequence[WindowLine]) -> Window:
         ))
     facts = []
     for fact in encoding.facts:
+        said = _persons_line(fact, lines)
         key = normalise_key(fact.key)
         value = _trim(fact.value, MAX_VALUE)
-        if key and value and len(fact.key) <= MAX_KEY_CHARS:
+        if said is not None and key and value and len(fact.key) <= MAX_KEY_CHARS:
             facts.append(RememberFact(
                 key=key, value=value, kind="trait" if key == "name" else fact.kind,
                 source="encoder", confidence=ENCODER_CONFIDENCE,
-                observed_at=line_at(fact.line).created_at,
+                observed_at=said.created_at, source_line=said.id,
             ))
     turn_ids = [line.turn_id for line in lines if line.turn_id]
     names: dict[str, None] = {}
@@ -194,6 +205,35 @@ def to_window(encoding: Encoding, lines: Sequence[WindowLine]) -> Window:
                   relations=tuple((a, b, r) for (a, b), r in relations.items()
                                   if a in kept and b in kept),
                   situation=_trim(" ".join(encoding.situation.split()), MAX_SITUATION))
+
+
+def _persons_line(fact: EncodedFact, lines: Sequence[WindowLine]) -> WindowLine | None:
+    """The person's line the fact was stated on; None (and the drop logged) when its line is
+    not in the window or is not the person's."""
+    if fact.line > len(lines):
+        _dropped(fact.key, fact.line, "outside_window")
+        return None
+    said = lines[fact.line - 1]
+    if said.role != PERSON:
+        _dropped(fact.key, fact.line, f"{said.role}_line", transcript_id=said.id,
+                 speaker=said.speaker)
+        return None
+    return said
+
+
+def _before_the_window(fact: Any) -> bool:
+    """A fact naming line 0 or below, which is no line of the window (dropped, logged)."""
+    line = fact.get("line") if isinstance(fact, dict) else None
+    if isinstance(line, int) and not isinstance(line, bool) and line < 1:
+        _dropped(str(fact.get("key")), line, "outside_window")
+        return True
+    return False
+
+
+def _dropped(key: str, line: int, reason: str, **more: Any) -> None:
+    """Log a fact the person did not state (its value stays out of the log)."""
+    log.info("encoder_fact_dropped", key=key[:MAX_KEY_CHARS], line=line, reason=reason,
+             **{k: v for k, v in more.items() if v is not None})
 
 
 CO_OCCURS = "co-occurs"

@@ -22,12 +22,14 @@ from chalie.frames import Frame, Notification, Task
 from chalie.store import (
     cognition_rows,
     concept_rows,
+    consent_ops,
     goal_rows,
     image_rows,
     proactive_rows,
     schedule_rows,
     trait_rows,
 )
+from chalie.store.consent_ops import AllowTool, HoldApproval, ResolveHeld, RevokeAllowance
 from chalie.store.goal_rows import StepRow
 from chalie.store.proactive_rows import ProactiveRow
 from chalie.store.schedule_rows import ScheduleRow
@@ -223,7 +225,7 @@ Op = (
     InsertSchedule | CancelSchedule | ScheduleRan | ScheduleMissed | InsertGoal | CancelGoal
     | GoalState | SavePlan | StepStatus | GoalSpent | PauseGoal | ProgressTold | Proactive
     | DeliverDeferred | DmnRun | Spend | InsertImage | TopicSeen | SaveMind | SaveTraits
-    | ConceptsActivated | DriftGist
+    | ConceptsActivated | DriftGist | HoldApproval | ResolveHeld | AllowTool | RevokeAllowance
 )
 
 
@@ -237,6 +239,7 @@ class Applied:
     goals_started: list[str] = field(default_factory=list)
     goals_stopped: list[str] = field(default_factory=list)
     delivered: list[tuple[str, str]] = field(default_factory=list)  # (path, sent | dropped)
+    allowed: frozenset[tuple[str, str]] | None = None  # the allowances, when they changed
 
 
 def apply(conn: apsw.Connection, ops: Sequence[Op], *, turn_id: str | None,
@@ -244,7 +247,9 @@ def apply(conn: apsw.Connection, ops: Sequence[Op], *, turn_id: str | None,
     """Apply `ops` in order inside the caller's transaction."""
     out = Applied()
     for op in ops:
-        out.values.append(_apply(conn, op, turn_id, now, out))
+        out.values.append(_apply_consent(conn, op, turn_id, now, out)
+                          if isinstance(op, consent_ops.ConsentOp)
+                          else _apply(conn, op, turn_id, now, out))
     return out
 
 
@@ -268,6 +273,15 @@ def _apply_cognition(conn: apsw.Connection, op: Op, now: float) -> bool:
         case _:
             return False
     return True
+
+
+def _apply_consent(conn: apsw.Connection, op: consent_ops.ConsentOp, turn_id: str | None,
+                   now: float, out: Applied) -> Any:
+    done = consent_ops.apply(conn, op, turn_id=turn_id, now=now)
+    out.frames.extend(done.frames)
+    if done.allowed is not None:
+        out.allowed = done.allowed
+    return done.value
 
 
 def _apply(conn: apsw.Connection, op: Op, turn_id: str | None, now: float,

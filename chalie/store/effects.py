@@ -20,6 +20,9 @@ class RememberFact(msgspec.Struct, frozen=True, tag=True):
     # When the value was true as of (the encoder reads old messages): an item stored after
     # that is newer knowledge and is not superseded by this one. None: as of now.
     observed_at: float | None = None
+    # The transcript id of the person's line it was stated on (the encoder's facts); None for a
+    # fact a tool or the identity hook stored, in the turn it is stored with.
+    source_line: int | None = None
 
 
 class ForgetFact(msgspec.Struct, frozen=True, tag=True):

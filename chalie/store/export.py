@@ -7,7 +7,9 @@ The first line is a header: {"kind": "chalie-export", "format": 1, "schema_versi
     transcript  one message: id, channel, turn_id, role (user, assistant, program), text,
                 created_at, speaker (the program's name, for role program)
     knowledge   every fact with its history (superseded_at, superseded_by); the column
-                `kind` (fact, trait, preference) is "knowledge_kind" here
+                `kind` (fact, trait, preference) is "knowledge_kind" here; source_line: the
+                transcript id of the person's message an encoder fact was read from (older
+                exports leave it out)
     episode     an encoded window of the transcript (transcript_from..transcript_to)
     encoding    how far a channel's transcript is encoded, so that an import does not
                 encode (and remember) it all again
@@ -89,6 +91,7 @@ class KnowledgeLine(_Line, frozen=True, tag="knowledge"):
     knowledge_kind: str = "fact"
     source: str = "tool"
     confidence: float = 0.9
+    source_line: int | None = None  # the person's line an encoder fact was read from
 
 
 class EpisodeLine(_Line, frozen=True, tag="episode"):

@@ -258,14 +258,16 @@ def knowledge_rows(conn: apsw.Connection, *, query: str | None, history: bool, l
         where.append("search_text LIKE ? ESCAPE '\\'")
         params.append("%" + _like_escape(query.strip().casefold()) + "%")
     sql = ("SELECT id, key, value, kind, source, confidence, turn_id, created_at, superseded_at,"
-           " superseded_by FROM knowledge" + (" WHERE " + " AND ".join(where) if where else "")
+           " superseded_by, source_line FROM knowledge"
+           + (" WHERE " + " AND ".join(where) if where else "")
            + " ORDER BY key, created_at DESC, id DESC LIMIT ? OFFSET ?")
     out = []
-    for i, k, v, kind, source, conf, turn, at, until, by in conn.execute(
+    for i, k, v, kind, source, conf, turn, at, until, by, line in conn.execute(
             sql, (*params, limit, offset)):
         out.append({"id": i, "key": k, "value": v, "kind": kind, "source": source,
                     "confidence": conf, "turn_id": turn, "current": until is None,
-                    "valid_from": at, "valid_to": until, "superseded_by": by})
+                    "valid_from": at, "valid_to": until, "superseded_by": by,
+                    "source_line": line})
     return out
 
 

@@ -78,8 +78,9 @@ def add_transcript(conn: apsw.Connection, channel: str, turn_id: str | None, *, 
 def remember(conn: apsw.Connection, fact: RememberFact, *, turn_id: str | None,
              now: float) -> int | None:
     """Store `fact`, superseding the current item with its key (normalised here too, so every
-    way in meets). Returns the new id, or None when nothing changed (same value, or the
-    current item is newer than the fact)."""
+    way in meets), with where it came from (`source`, and `source_line` for the encoder's).
+    Returns the new id, or None when nothing changed (same value, or the current item is newer
+    than the fact)."""
     key = normalise_key(fact.key) or fact.key
     if key != fact.key:
         fact = msgspec.structs.replace(fact, key=key)
@@ -100,9 +101,9 @@ def remember(conn: apsw.Connection, fact: RememberFact, *, turn_id: str | None,
         unindex(conn, mkey(Kind.KNOWLEDGE, old_id))
     conn.execute(
         "INSERT INTO knowledge (key, value, turn_id, created_at, search_text, kind, source, "
-        "confidence) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        "confidence, source_line) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (fact.key, fact.value, turn_id, since, search_text(fact.key, fact.value), fact.kind,
-         fact.source, min(1.0, max(0.0, fact.confidence))),
+         fact.source, min(1.0, max(0.0, fact.confidence)), fact.source_line),
     )
     new_id = conn.last_insert_rowid()
     if old is not None:

@@ -22,6 +22,7 @@ from typing import Any
 import msgspec
 
 from chalie.tools.base import Danger, Tool, ToolContext, ToolOutcome
+from chalie.tools.base import reads_only as tool_reads_only
 from chalie.tools.registry import ToolRegistry
 
 MAX_NAME = 64  # what OpenAI-compatible servers accept: ^[a-zA-Z0-9_-]{1,64}$
@@ -45,6 +46,9 @@ class _Named:
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
         return self.tool.run(args, ctx)
 
+    def reads_only(self, args: dict[str, Any]) -> bool:
+        return tool_reads_only(self.tool, args)
+
 
 @dataclass(frozen=True)
 class Provider:
@@ -60,10 +64,11 @@ class ToolCatalog:
     """Thread-safe writes, lock-free reads of the current ToolRegistry."""
 
     def __init__(self, innate: Iterable[Tool], *, confirm: Iterable[str] = (),
-                 block: Iterable[str] = ()) -> None:
+                 block: Iterable[str] = (), allowed: Iterable[tuple[str, str]] = ()) -> None:
         self._innate = tuple(innate)
         self._confirm = tuple(confirm)
         self._block = tuple(block)
+        self._allowed = frozenset(allowed)
         self._lock = threading.Lock()
         self._providers: dict[str, Provider] = {}
         self._current = self._build()
@@ -91,6 +96,15 @@ class ToolCatalog:
 
     def danger(self, name: str) -> Danger:
         return self._current.danger(name)
+
+    def origin(self, name: str) -> str | None:
+        return self._current.origin(name)
+
+    def identity(self, name: str) -> tuple[str, str]:
+        return self._current.identity(name)
+
+    def reads_only(self, name: str, args: dict[str, Any]) -> bool:
+        return self._current.reads_only(name, args)
 
     def run(self, name: str, args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
         return self._current.run(name, args, ctx)
@@ -123,6 +137,12 @@ class ToolCatalog:
             self._block = tuple(block)
             self._current = self._build()
 
+    def set_allowed(self, allowed: Iterable[tuple[str, str]]) -> None:
+        """The tools the person always allows, as (provider key, own name), from now on."""
+        with self._lock:
+            self._allowed = frozenset(allowed)
+            self._current = self._build()
+
     def remove_provider(self, key: str) -> None:
         with self._lock:
             if self._providers.pop(key, None) is not None:
@@ -133,6 +153,8 @@ class ToolCatalog:
         taken = {t.spec.name for t in tools}
         offline: list[str] = []
         origin: dict[str, str] = {}
+        own: dict[str, str] = {}
+        labels = {p.key: _described(p) for p in self._providers.values()}
         for provider in sorted(self._providers.values(), key=lambda p: (p.order, p.key)):
             label = safe_name(provider.label)
             for tool in provider.tools:
@@ -147,7 +169,14 @@ class ToolCatalog:
                 taken.add(name)
                 tools.append(_Named(tool, name))
                 origin[name] = provider.key
+                own[name] = tool.spec.name
                 if not provider.online:
                     offline.append(name)
         return ToolRegistry(tools, confirm=self._confirm, block=self._block, offline=offline,
-                            origin=origin)
+                            origin=origin, labels=labels, own=own, allowed=self._allowed)
+
+
+def _described(provider: Provider) -> str:
+    """How a prompt names a provider: "hospital, a paired program", "time, an MCP server"."""
+    kind = "an MCP server" if provider.key.startswith("mcp:") else "a paired program"
+    return f"{provider.label}, {kind}"

@@ -38,6 +38,10 @@ class GoalTool:
         },
     )
 
+    @staticmethod
+    def reads_only(args: dict[str, Any]) -> bool:
+        return args.get("action") in ("list", "status")
+
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
         action = args.get("action")
         if action == "start":

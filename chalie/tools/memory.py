@@ -55,6 +55,10 @@ class MemoryTool:
         },
     )
 
+    @staticmethod
+    def reads_only(args: dict[str, Any]) -> bool:
+        return args.get("action") == "recall"
+
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
         action = args.get("action")
         if action == "remember":

@@ -24,6 +24,11 @@ ITEM_CHARS = 600
 
 class RecallTool:
     danger: Danger = "safe"
+
+    @staticmethod
+    def reads_only(args: dict[str, Any]) -> bool:
+        return True
+
     spec = ToolSpec(
         name="recall",
         description=tool_description("recall"),
@@ -64,7 +69,9 @@ class RecallTool:
                 text = text[:ITEM_CHARS] + "…"
             lines.append(f"- ({date}, {label}) {redact(text, item.created_at)}")
         return ToolOutcome(text="\n".join(lines),
-                           effects=(Recalled(tuple(h.item.mkey for h in found.hits)),))
+                           effects=(Recalled(tuple(h.item.mkey for h in found.hits)),),
+                           heard=tuple(h.item.text for h in found.hits
+                                       if h.item.role == "program"))
 
 
 def _said_by(item: Item) -> str:

@@ -8,34 +8,46 @@ from typing import Any
 import structlog
 
 from chalie.llm.types import ToolSpec
-from chalie.tools.base import Danger, Tool, ToolContext, ToolOutcome, tool_error
+from chalie.tools.base import INNATE, Danger, Tool, ToolContext, ToolOutcome, tool_error
+from chalie.tools.base import reads_only as tool_reads_only
 
 log = structlog.get_logger("chalie.tools")
 
 
 class ToolRegistry:
     """Tools by name, each with its danger class: the tool's own, unless configuration raises it
-    (`tools.confirm`, `tools.block` name tools that must be approved first, or never run).
-    `offline` tools belong to a provider that is not answering: no prompt offers them and they
-    do not run. `origin` maps the names of provided tools to their provider."""
+    (`tools.confirm`, `tools.block` name tools that must be approved first, or never run) or
+    the person always allows it (`allowed`: (provider key, own name) pairs; a `confirm` tool
+    runs without asking, a blocked one still never runs). `offline` tools belong to a provider
+    that is not answering: no prompt offers them and they do not run. `origin` maps the names
+    of provided tools to their provider's key, `labels` a provider's key to how a prompt names
+    it, `own` a provided tool's name to the provider's own name for it."""
 
     def __init__(self, tools: Iterable[Tool], *, confirm: Iterable[str] = (),
                  block: Iterable[str] = (), offline: Iterable[str] = (),
-                 origin: dict[str, str] | None = None) -> None:
+                 origin: dict[str, str] | None = None, labels: dict[str, str] | None = None,
+                 own: dict[str, str] | None = None,
+                 allowed: Iterable[tuple[str, str]] = ()) -> None:
         self._tools: dict[str, Tool] = {}
         for tool in tools:
             if tool.spec.name in self._tools:
                 raise ValueError(f"two tools are named {tool.spec.name!r}")
             self._tools[tool.spec.name] = tool
+        self._origin = dict(origin or {})
+        self._labels = dict(labels or {})
+        self._own = dict(own or {})
         self._danger: dict[str, Danger] = {n: t.danger for n, t in self._tools.items()}
         for name in confirm:
             if self._danger.get(name) == "safe":
                 self._danger[name] = "confirm"
+        always = frozenset(allowed)
+        for name, danger in self._danger.items():
+            if danger == "confirm" and self.identity(name) in always:
+                self._danger[name] = "safe"
         for name in block:
             if name in self._danger:
                 self._danger[name] = "block"
         self._offline = frozenset(offline)
-        self._origin = dict(origin or {})
         self._specs = tuple(t.spec for n, t in self._tools.items()
                             if self._danger[n] != "block" and n not in self._offline)
 
@@ -55,6 +67,18 @@ class ToolRegistry:
     def danger(self, name: str) -> Danger:
         """Unknown tools count as safe: running one only tells the model it does not exist."""
         return self._danger.get(name, "safe")
+
+    def origin(self, name: str) -> str | None:
+        key = self._origin.get(name)
+        return None if key is None else self._labels.get(key, key)
+
+    def identity(self, name: str) -> tuple[str, str]:
+        return self._origin.get(name, INNATE), self._own.get(name, name)
+
+    def reads_only(self, name: str, args: dict[str, Any]) -> bool:
+        """Unknown tools only read: running one only tells the model it does not exist."""
+        tool = self._tools.get(name)
+        return tool is None or tool_reads_only(tool, args)
 
     def run(self, name: str, args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
         """Run one call. Whatever goes wrong comes back as an error outcome for the model."""

@@ -43,6 +43,10 @@ class ScheduleTool:
             },
         )
 
+    @staticmethod
+    def reads_only(args: dict[str, Any]) -> bool:
+        return bool(args.get("action", "create") == "list")
+
     def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
         action = args.get("action", "create")
         if action == "create":

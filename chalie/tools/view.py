@@ -36,6 +36,15 @@ class ToolView:
     def danger(self, name: str) -> Danger:
         return self._source.danger(name)
 
+    def origin(self, name: str) -> str | None:
+        return self._source.origin(name)
+
+    def identity(self, name: str) -> tuple[str, str]:
+        return self._source.identity(name)
+
+    def reads_only(self, name: str, args: dict[str, Any]) -> bool:
+        return self._source.reads_only(name, args)
+
     def run(self, name: str, args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
         if not self._offered(name):
             known = ", ".join(s.name for s in self.specs()) or "none"

@@ -46,8 +46,8 @@ from chalie.prompts import Prompts
 from chalie.store import db, goal_rows, memory_writes, writes
 from chalie.store.records import TurnRecord
 from chalie.tools.base import Tool
+from chalie.tools.catalog import ToolCatalog
 from chalie.tools.memory import MemoryTool
-from chalie.tools.registry import ToolRegistry
 from chalie.world.signals import WorldBoard
 
 WAIT_S = 10.0  # upper bound for another thread's work; a passing test never waits this long
@@ -533,12 +533,13 @@ def start_tree(make_config: Any, clock: WatchedClock) -> Iterator[Callable[..., 
         if pool is None:
             pool = ThreadPoolExecutor(4) if threaded else InlineExecutor()
         outbox, metrics, directory = FakeOutbox(), Metrics(), Directory()
+        catalog = ToolCatalog(tools if tools is not None else [MemoryTool()], confirm=confirm,
+                              block=block)
         backoff = Backoff(clock, initial_s=config.governor.failure_backoff_s,
                           max_s=config.governor.failure_backoff_max_s, metrics=metrics)
         deps = SessionDeps(
             provider=provider,
-            tools=ToolRegistry(tools if tools is not None else [MemoryTool()], confirm=confirm,
-                               block=block),
+            tools=catalog,
             prompts=prompts or Prompts.load(),
             act=config.act,
             llm=config.llm,
@@ -573,7 +574,8 @@ def start_tree(make_config: Any, clock: WatchedClock) -> Iterator[Callable[..., 
 
         def start_writer(link: Link) -> pykka.ActorRef[Any]:
             return StoreWriter.start(link, config=store_config, outbox=outbox, clock=clock,
-                                     directory=directory, metrics=metrics)
+                                     directory=directory, metrics=metrics,
+                                     allowed=catalog.set_allowed)
 
         def start_session(link: Link, channel: str) -> pykka.ActorRef[Any]:
             return Session.start(link, channel=channel, deps=deps)

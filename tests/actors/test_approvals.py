@@ -37,7 +37,8 @@ def test_confirm_tool_waits_for_approval_and_runs_once_approved(start_tree: Any)
         "content": "Chalie wants to go on with this: Noting that Favourite colour is “green”. "
                    "Allow it?",
         "approval_id": asked["approval_id"], "tool": "memory", "args": ARGS,
-        "expires_in_s": 120.0, "exchange_id": exchange, "topic": None,
+        "expires_in_s": 120.0, "exchange_id": exchange, "topic": None, "why": None,
+        "always": True, "held": False,
     }
     assert len(asked["approval_id"]) == 32
     tree.settle()

@@ -98,7 +98,8 @@ def test_a_result_that_contradicts_the_request_is_escalated_to_the_person(
         "type": "escalation", "seq": 4,
         "content": f"Please check: {REASON} (after book_meeting)",
         "approval_id": "critic-call_0", "tool": "book_meeting", "args": ARGS,
-        "expires_in_s": 0.0, "exchange_id": exchange, "topic": None,
+        "expires_in_s": 0.0, "exchange_id": exchange, "topic": None, "why": None,
+        "always": False, "held": False,
     }
     check = provider.requests[1]
     assert check.response_format is not None

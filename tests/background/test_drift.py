@@ -286,8 +286,8 @@ def test_a_signal_trigger_shows_the_signals_that_woke_it_fenced(conn: apsw.Conne
     inputs = drift.read(conn, PROMPTS, trigger="signal", channel="main", now=NOW,
                         signals=[woke], world=[], wake=0.0,
                         woke=[Salient(salience=0.9, age_s=20.0, signal=woke)])
-    assert "<<<signals\n- [delivery from courier, 20s ago" in inputs.woke
-    assert "Luigi's is closed tonight\nsignals>>>" in inputs.woke
+    assert "<<<data from paired programs' signals\n- [delivery from courier, 20s ago" in inputs.woke
+    assert "Luigi's is closed tonight\ndata>>>" in inputs.woke
     assert "(left open in a conversation) confirm the table" in inputs.loops
     assert "[goal g-1, completed]" in inputs.goals
     assert read(conn, "cadence").woke == ""

@@ -6,10 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-import httpx
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from tests.browser.conftest import Servers, find, hidden, login, visible, wait_text
+from tests.browser.conftest import Servers, api, find, hidden, login, visible, wait_text
 from tests.integration.harness import Reply, StubLlm, completion, wait_for
 
 Shot = Callable[[WebDriver, str], Path]
@@ -28,7 +27,8 @@ def test_a_job_that_cannot_write_its_json_is_shown_on_the_dashboard(
     llm.queue_structured(Reply(completion("Sure! They talked.")),
                          Reply(completion("Sure! They talked.")))
     server.connect().turn("Hello there")
-    wait_for(lambda: httpx.get(f"{server.url}/health").json()["jobs"] != [])
+    with api(server) as client:
+        wait_for(lambda: client.get("/health").json()["jobs"] != [])
     browser.refresh()
     notice = wait_text(browser, "#notices li.notice", "Episode encoding is paused")
     assert "(channel main): the light model cannot write the episode JSON: " in notice.text
@@ -42,7 +42,8 @@ def test_a_store_low_on_space_is_shown_on_the_dashboard(
     """Free space under store.min_free_mb (set past any disk here) is a notice naming the
     setting; /health says so too, and stays 200: the store still takes writes."""
     server = serve(store={"min_free_mb": 1e12})
-    health = httpx.get(f"{server.url}/health")
+    with api(server) as client:
+        health = client.get("/health")
     assert health.status_code == 200
     assert health.json()["store"]["space_low"] is True
     login(browser, server, "/brain")

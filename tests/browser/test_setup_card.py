@@ -11,7 +11,6 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-import httpx
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import Select
@@ -60,13 +59,17 @@ def key_is_nowhere(browser: WebDriver, server: ServerProcess) -> None:
     assert key["value"] is None
     assert find(browser, "#llm-api-key-state").get_attribute("textContent") == "set"
     assert find(browser, "#llm-api-key").get_attribute("value") == ""
-    pages = [browser.page_source, listed, httpx.get(f"{server.url}/health").text]
+    with api(server) as client:
+        health = client.get("/health").text  # the details the person sees
+    pages = [browser.page_source, listed, health]
     assert not [p for p in pages if API_KEY in p]
     assert not [line for line in server.lines if API_KEY in line]
 
 
-def model_state(url: str) -> str:
-    return str(httpx.get(f"{url}/health").json()["llm"]["primary"]["state"])
+def model_state(server: ServerProcess) -> str:
+    """The primary model's state as /health shows it to the person (logged in)."""
+    with api(server) as client:
+        return str(client.get("/health").json()["llm"]["primary"]["state"])
 
 
 def test_a_first_run_is_set_up_from_the_card_and_the_next_message_is_answered(
@@ -111,7 +114,7 @@ def test_a_first_run_is_set_up_from_the_card_and_the_next_message_is_answered(
         hidden(browser, "#setup")
         visible(browser, "#composer")
         hidden(browser, "#health-banner")
-        assert model_state(server.url) == "ok"
+        assert model_state(server) == "ok"
         key_is_nowhere(browser, server)
         shot(browser, "saved")
 
@@ -147,7 +150,7 @@ def test_settings_saved_from_the_card_are_there_after_a_restart(
 
         server.stop()
         again = serve(llm={"base_url": CLOSED})
-        wait_for(lambda: model_state(again.url) == "ok")
+        wait_for(lambda: model_state(again) == "ok")
         browser.execute_cdp_cmd("Network.clearBrowserCookies", {})
         login(browser, again, "/brain")
         visible(browser, "#settings-llm summary")
@@ -178,12 +181,12 @@ def test_a_model_still_unknown_leaves_the_message_box_until_the_check_answers(
         login(browser, server)
         connected(browser)
         visible(browser, "#input")
-        assert model_state(server.url) == "unknown"
+        assert model_state(server) == "unknown"
         hidden(browser, "#setup")
         shot(browser, "unknown")
     visible(browser, "#setup")
     hidden(browser, "#composer")
-    assert model_state(server.url) == "unreachable"
+    assert model_state(server) == "unreachable"
     shot(browser, "unreachable")
     visible(browser, "#setup-dismiss").click()  # "Use the message box anyway"
     hidden(browser, "#setup")

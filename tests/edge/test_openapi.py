@@ -40,10 +40,10 @@ def test_only_the_websocket_and_the_html_pages_are_left_out(
     routes: list[tuple[str, type[tornado.web.RequestHandler]]], doc: dict[str, Any]
 ) -> None:
     """What the document leaves out is still served (the list cannot go stale), and all else
-    is in it: 40 paths, 49 operations."""
+    is in it: 43 paths, 52 operations."""
     assert {pattern for pattern, _ in routes} >= NOT_DESCRIBED
-    assert len(doc["paths"]) == len(routes) - len(NOT_DESCRIBED) == 40
-    assert sum(len(methods) for methods in doc["paths"].values()) == 49
+    assert len(doc["paths"]) == len(routes) - len(NOT_DESCRIBED) == 43
+    assert sum(len(methods) for methods in doc["paths"].values()) == 52
     assert "/ws" not in doc["paths"]
     assert not any(p.startswith("/static") for p in doc["paths"])
 
@@ -73,7 +73,8 @@ def test_bodies_are_the_structs_the_handlers_decode_and_encode(doc: dict[str, An
 
 def test_auth_is_described_as_security_schemes(doc: dict[str, Any]) -> None:
     """The login cookie, an interface's bearer token and the metrics token; the public
-    endpoints (login, pairing, health, this document) need none."""
+    endpoints (login, pairing, this document) need none, and /health takes any of the
+    person's or an interface's credentials but needs none."""
     schemes = doc["components"]["securitySchemes"]
     assert schemes[COOKIE_AUTH] == {"type": "apiKey", "in": "cookie", "name": "chalie_session",
                                     "description": schemes[COOKIE_AUTH]["description"]}
@@ -83,8 +84,11 @@ def test_auth_is_described_as_security_schemes(doc: dict[str, Any]) -> None:
                                                           {COOKIE_AUTH: []}]
     assert paths["/api/messages"]["post"]["security"] == [{"interfaceToken": []}]
     assert paths["/metrics"]["get"]["security"] == [{"metricsToken": []}, {}]
+    assert paths["/health"]["get"]["security"] == [{COOKIE_AUTH: []}, {"apiToken": []},
+                                                   {"interfaceToken": []}, {}]
+    assert "401" not in paths["/health"]["get"]["responses"]
     for path, method in [("/auth/login", "post"), ("/api/interfaces/pair", "post"),
-                         ("/health", "get"), (PATH, "get")]:
+                         (PATH, "get")]:
         assert paths[path][method]["security"] == [], path
 
 

@@ -216,7 +216,7 @@ def test_knowledge_lists_current_facts_and_history_adds_the_values_they_replaced
     assert current[1] == {
         "id": blue, "key": "color", "value": "blue", "kind": "fact", "source": "tool",
         "confidence": 0.9, "turn_id": None, "current": True, "valid_from": T0 + DAY,
-        "valid_to": None, "superseded_by": None,
+        "valid_to": None, "superseded_by": None, "source_line": None,
     }
 
     history = edge.get("/api/memory/knowledge", history=1).json()["items"]
@@ -229,6 +229,23 @@ def test_knowledge_lists_current_facts_and_history_adds_the_values_they_replaced
     assert edge.get("/api/memory/knowledge", history="true").json()["items"] == history
     assert edge.get("/api/memory/knowledge", history="0").json()["items"] == current
     assert edge.get("/api/memory/knowledge", history="false").json()["items"] == current
+
+
+def test_a_fact_read_from_the_conversation_shows_the_persons_line_it_came_from(
+    edge: Edge,
+) -> None:
+    """A fact the encoder read carries the transcript id of the person's message it was stated
+    on; one a tool stored has none."""
+    with edge.write() as conn:
+        said = memory_writes.add_transcript(conn, "main", None, role="user",
+                                            text="I live in Porto", at=T0)
+        memory_writes.remember(conn, RememberFact("home city", "Porto", source="encoder",
+                                                  confidence=0.6, source_line=said),
+                               turn_id=None, now=T0)
+    remember(edge, "pet", "a cat", T0)
+    items = edge.get("/api/memory/knowledge").json()["items"]
+    assert [(i["key"], i["source"], i["source_line"]) for i in items] == [
+        ("home city", "encoder", said), ("pet", "tool", None)]
 
 
 def test_knowledge_q_keeps_the_facts_whose_key_or_value_contains_it(edge: Edge) -> None:

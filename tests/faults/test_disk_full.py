@@ -32,8 +32,9 @@ def assert_every_exchange_closed(server: ServerProcess) -> None:
     assert opened == closed
 
 
-def health(server: ServerProcess) -> httpx.Response:
-    return httpx.get(f"{server.url}/health", timeout=10)
+def health(server: ServerProcess, cookie: str) -> httpx.Response:
+    """/health as the person reads it (the store's state is theirs: the login cookie)."""
+    return httpx.get(f"{server.url}/health", timeout=10, cookies={"chalie_session": cookie})
 
 
 def test_a_full_disk_keeps_every_message_and_answers_it_when_space_is_freed(
@@ -42,7 +43,8 @@ def test_a_full_disk_keeps_every_message_and_answers_it_when_space_is_freed(
     server = ServerProcess(tmp_path, llm, store={"fault_probe_s": 0.2, "hold_messages": 2}
                            ).start()
     try:
-        client = server.connect()
+        cookie = server.login()  # before the disk fills: a login is a write
+        client = server.connect(cookie)
         assert client.turn("before the disk fills")[-2]["type"] == "message"
         filler = fill(small_disk)
 
@@ -58,7 +60,7 @@ def test_a_full_disk_keeps_every_message_and_answers_it_when_space_is_freed(
         assert error["seq"] == 0  # sent live, as message_delta frames are: not in the log
         assert time.monotonic() - started < 10
 
-        reply = health(server)
+        reply = health(server, cookie)
         assert reply.status_code == 503
         store = reply.json()["store"]
         assert store["state"] == "full"
@@ -74,19 +76,19 @@ def test_a_full_disk_keeps_every_message_and_answers_it_when_space_is_freed(
         # The same message sent again (a client that reconnected) is not kept twice.
         client.send({"type": "chat", "text": "second while full", "client_id": "c-2"})
         assert len(llm.requests) == calls
-        assert health(server).json()["store"]["held_messages"] == 2
+        assert health(server, cookie).json()["store"]["held_messages"] == 2
         # Past store.hold_messages, a message is refused, saying to send it again.
         client.send({"type": "chat", "text": "third while full", "client_id": "c-3"})
         refused = client.recv_until(lambda f: f["type"] == "error")[-1]
         assert "could not be kept; send it again" in refused["message"]
-        assert health(server).json()["store"]["held_messages"] == 2
+        assert health(server, cookie).json()["store"]["held_messages"] == 2
 
         filler.unlink()  # space again: both are stored and answered, in order, once each
         answered = answers(client, 2)
         texts = [f.get("text") for f in answered if f["type"] == "status" and f.get("text")]
         assert texts == ["first while full", "second while full"]
-        wait_for(lambda: health(server).status_code == 200)
-        assert health(server).json()["store"]["state"] == "ok"
+        wait_for(lambda: health(server, cookie).status_code == 200)
+        assert health(server, cookie).json()["store"]["state"] == "ok"
         stored = db_rows(server.db_path, "SELECT user_text, client_id FROM turns "
                                          "ORDER BY started_at")
         assert [t for t, _ in stored] == ["before the disk fills", "first while full",

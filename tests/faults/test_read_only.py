@@ -54,7 +54,8 @@ def test_a_store_that_cannot_be_written_keeps_messages_until_it_can(
         error = next(f for f in kept(client, "while read-only", "r-1") if f["type"] == "error")
         assert "cannot be written" in error["message"]
         assert "kept" in error["message"]
-        reply = httpx.get(f"{server.url}/health", timeout=10)
+        reply = httpx.get(f"{server.url}/health", timeout=10,
+                          cookies={"chalie_session": cookie})  # the details are the person's
         assert reply.status_code == 503
         assert reply.json()["store"]["state"] == "read_only"
         # What is stored can still be read; what needs a write says why.

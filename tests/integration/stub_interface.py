@@ -20,9 +20,11 @@ import httpx
 from tests.integration.harness import WAIT_S, ServerProcess, StubLlm
 
 
-def capability(name: str, description: str = "", **params: tuple[str, bool]) -> dict[str, Any]:
-    """A capability whose parameters are given as name=(type, required)."""
-    return {
+def capability(name: str, description: str = "", *, read_only: bool = False,
+               danger: str | None = None, **params: tuple[str, bool]) -> dict[str, Any]:
+    """A capability whose parameters are given as name=(type, required); `read_only` and
+    `danger` as the interface declares them (neither: it needs the person's approval)."""
+    body: dict[str, Any] = {
         "name": name,
         "description": description or f"the {name} capability",
         "parameters": [
@@ -30,10 +32,15 @@ def capability(name: str, description: str = "", **params: tuple[str, bool]) -> 
             for p, (kind, required) in params.items()
         ],
     }
+    if read_only:
+        body["read_only"] = True
+    if danger is not None:
+        body["danger"] = danger
+    return body
 
 
-LOOKUP = capability("lookup", "Look something up in the test interface", query=("string", True),
-                    limit=("number", False))
+LOOKUP = capability("lookup", "Look something up in the test interface", read_only=True,
+                    query=("string", True), limit=("number", False))
 
 
 @dataclass

@@ -158,8 +158,8 @@ def test_a_programs_message_and_the_answer_are_in_the_history_of_the_persons_rep
         note = person.recv_until(lambda f: f["type"] == "notification")[-1]
         assert (note["content"], note["program"]) == (conclusion, "hospital")
         prompt = reply_prompt(person, llm, "yes, cancel it")
-        assert ("hospital (a paired program, not the person): Appointment moved to 3:00 PM\n"
-                f"You: {conclusion}") in prompt
+        assert ("<<<data from hospital, a paired program (its message)\n"
+                f"Appointment moved to 3:00 PM\ndata>>>\nYou: {conclusion}") in prompt
         assert "Person: Appointment moved" not in prompt
 
 

@@ -29,8 +29,10 @@ def test_sixty_turns_with_a_model_that_cannot_write_json_cost_two_structured_cal
                            governor={"failure_backoff_s": 3600.0,
                                      "failure_backoff_max_s": 7200.0}).start()
     try:
-        client = server.connect()
-        assert httpx.get(f"{server.url}/health").json()["jobs"] == []
+        cookie = server.login()
+        client = server.connect(cookie)
+        person = {"chalie_session": cookie}  # /health's details are the person's
+        assert httpx.get(f"{server.url}/health", cookies=person).json()["jobs"] == []
         client.turn("Hello there")
         wait_for(lambda: structured(llm) == 2)
         for n in range(1, TURNS):
@@ -38,7 +40,7 @@ def test_sixty_turns_with_a_model_that_cannot_write_json_cost_two_structured_cal
         plain = [r for r in llm.requests if "response_format" not in r]
         assert len(plain) == TURNS
         assert structured(llm) == 2  # without the backoff: 2 a turn (120)
-        health = httpx.get(f"{server.url}/health")
+        health = httpx.get(f"{server.url}/health", cookies=person)
         assert health.status_code == 200
         body = health.json()
         assert body["status"] == "ok"

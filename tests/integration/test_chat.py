@@ -7,6 +7,7 @@ from pathlib import Path
 
 import httpx
 
+from chalie import __version__
 from tests.integration.harness import (
     Reply,
     ServerProcess,
@@ -21,11 +22,10 @@ REMEMBER = json.dumps({"action": "remember", "key": "favourite colour", "value":
 
 
 def test_health_answers_without_login(server: ServerProcess) -> None:
-    """GET /health needs no auth and says the server is ok."""
+    """GET /health needs no auth and says the server is ok, and its version: nothing more."""
     r = httpx.get(f"{server.url}/health")
     assert r.status_code == 200
-    assert r.json()["status"] == "ok"
-    assert r.json()["name"] == "chalie"
+    assert r.json() == {"status": "ok", "version": __version__}
 
 
 def test_a_turn_with_a_tool_gives_status_narration_message_done(

@@ -93,7 +93,7 @@ def test_a_message_turn_can_use_the_interfaces_tools(
     """The reasoning about a message may call a tool (here the interface's own) before the
     notification goes out."""
     stub = StubInterface([capability("list_appointments", "The person's appointments",
-                                     day=("string", True))], name="hospital")
+                                     read_only=True, day=("string", True))], name="hospital")
     try:
         _, token = pair(server.url, cookie, stub, name="hospital")
         stub.answers["list_appointments"] = {"text": "3:00 PM cardiology, Wing B"}

@@ -474,7 +474,8 @@ def test_a_name_taken_by_an_innate_tool_is_prefixed_with_the_interface_name(
 ) -> None:
     """A capability called `recall` is offered as `calendar_recall`; calling it sends the
     interface its own name for it."""
-    stub = StubInterface([capability("recall", "Find calendar entries", query=("string", True))])
+    stub = StubInterface([capability("recall", "Find calendar entries", read_only=True,
+                                     query=("string", True))])
     try:
         pair(server.url, cookie, stub, name="calendar")
         stub.answers["recall"] = {"text": "dentist on Friday at 10"}

@@ -187,7 +187,8 @@ def test_the_fallback_answers_while_the_primary_is_down(tmp_path: Path, llm: Stu
         frames = server.connect().turn("hello")
         answer = next(f for f in frames if f["type"] == "message")
         assert answer["blocks"][0]["text"] == "From the fallback."
-        health = httpx.get(f"{server.url}/health").json()
+        health = httpx.get(f"{server.url}/health",
+                           cookies={"chalie_session": server.login()}).json()
         assert health["status"] == "ok"
         assert health["llm"]["primary"]["state"] == "unreachable"
         assert health["llm"]["primary"]["fallback"]["state"] == "ok"
@@ -214,7 +215,7 @@ def test_with_no_model_the_server_starts_and_a_chat_says_what_to_change(tmp_path
         assert down in error["message"]
         assert "llm.base_url" in error["message"]
         assert error["recoverable"] is True
-        health = httpx.get(f"{server.url}/health")
+        health = httpx.get(f"{server.url}/health", cookies={"chalie_session": server.login()})
         assert health.status_code == 200
         assert health.json()["llm"]["primary"]["state"] == "unreachable"
         said = [e for e in server.log_events() if e.get("event") == "llm_unavailable"]

@@ -124,7 +124,7 @@ def test_every_operation_answers_as_documented(served: Served) -> None:
     assert fuzz.failures == [], "\n\n".join(fuzz.failures)
     assert [o.label for o in operations][-1] == LAST
     assert {o.label for o in operations} == documented - {SELF}
-    assert len(operations) == 48
+    assert len(operations) == 51
     assert served.server.errors() == [], served.server.errors()[:3]
     assert not [line for line in served.server.lines if "Traceback" in line]
 

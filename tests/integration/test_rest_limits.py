@@ -82,6 +82,7 @@ NO_BODY = {
     ("DELETE", "/api/schedules/([^/]+)"),
     ("DELETE", "/api/goals/([^/]+)"),
     ("DELETE", "/api/tokens/([^/]+)"),
+    ("DELETE", "/api/tools/allowances/([^/]+)"),
 }
 RAW_BODY = {("POST", "/api/images")}  # an image's bytes, up to images.max_bytes
 # OpenAI's clients send fields Chalie ignores: unknown fields pass (tests/integration/

@@ -141,7 +141,8 @@ def test_a_model_saved_while_running_answers_the_next_message_and_not_the_runnin
         assert text_of(running) == "from the first model"
         assert text_of(chat.turn("and now?")) == "from the second model"
         assert len(other.requests) == 1
-        health = httpx.get(f"{server.url}/health").json()
+        with api(server) as client:
+            health = client.get("/health").json()
         assert health["llm"]["primary"]["address"] == other.base_url
     finally:
         release.set()

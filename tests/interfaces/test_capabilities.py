@@ -253,3 +253,31 @@ def test_blank_documentation_adds_nothing() -> None:
     capability = tools([cap(documentation="  \n")])[0]
     assert capability.documentation is None
     assert tool_spec(capability).description == "The weather for a city."
+
+
+@pytest.mark.parametrize(("fields", "danger", "read_only"), [
+    ({}, "confirm", False),
+    ({"read_only": True}, "safe", True),
+    ({"danger": "safe"}, "safe", False),
+    ({"danger": "confirm", "read_only": True}, "confirm", True),
+    ({"danger": "block"}, "block", False),
+], ids=["undeclared", "read_only", "safe", "confirm_read_only", "block"])
+def test_a_capability_declares_its_danger_or_that_it_only_reads(
+    fields: dict[str, Any], danger: str, read_only: bool,
+) -> None:
+    """`danger` is taken as declared; `read_only: true` alone is safe; a capability that
+    declares neither needs the person's approval; both survive being stored."""
+    [parsed] = tools([cap(**fields)])
+    assert (parsed.effective_danger, parsed.read_only) == (danger, read_only)
+    [stored] = decode_capabilities(encode_capabilities([parsed]))
+    assert (stored.effective_danger, stored.read_only) == (danger, read_only)
+
+
+@pytest.mark.parametrize(("fields", "message"), [
+    ({"danger": "maybe"}, 'capabilities[0].danger: must be safe, confirm or block, got "maybe"'),
+    ({"read_only": "yes"}, 'capabilities[0].read_only: must be true or false, got "yes"'),
+], ids=["danger", "read_only"])
+def test_a_bad_danger_declaration_names_the_field(fields: dict[str, Any], message: str) -> None:
+    """A danger that is not one of the three, or a read_only that is not a boolean, is refused
+    naming the field."""
+    assert caps_error([cap(**fields)]) == message

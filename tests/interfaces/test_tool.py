@@ -60,12 +60,14 @@ def answering(value: Any, status: int = 200) -> Interface:
     return Interface(lambda request: httpx.Response(status, json=value))
 
 
-def test_the_tool_offers_the_capability_as_a_safe_tool() -> None:
-    """Its spec is the capability's schema under the capability's name; it runs without asking."""
+def test_the_tool_offers_the_capability_and_asks_first_unless_it_says_otherwise() -> None:
+    """Its spec is the capability's schema under the capability's name; a capability that
+    declares nothing needs the person's approval (confirm) and may change things."""
     tool = answering({}).tool
     assert tool.spec.name == "forecast"
     assert tool.spec.parameters["required"] == ["city"]
-    assert tool.danger == "safe"
+    assert tool.danger == "confirm"
+    assert tool.reads_only({"city": "Paris"}) is False
 
 
 def test_text_is_what_the_model_reads() -> None:

@@ -44,15 +44,18 @@ def test_a_schema_that_is_not_an_object_schema_becomes_one() -> None:
     assert parameters({"type": "string"}) == {"type": "object", "properties": {}}
 
 
-def test_only_an_explicitly_destructive_tool_asks_first() -> None:
-    """destructiveHint true -> "confirm"; false or no annotations -> "safe"."""
-    def danger(annotations: types.ToolAnnotations | None) -> str:
-        return McpTool(listed({"type": "object"}, annotations=annotations), Caller()).danger
+def test_only_a_read_only_tool_runs_without_asking() -> None:
+    """readOnlyHint true -> "safe" (and only reads); destructiveHint true, or anything else
+    (no annotations, destructiveHint false without readOnlyHint) -> "confirm"."""
+    def tool(annotations: types.ToolAnnotations | None) -> McpTool:
+        return McpTool(listed({"type": "object"}, annotations=annotations), Caller())
 
-    assert danger(types.ToolAnnotations(destructive_hint=True)) == "confirm"
-    assert danger(types.ToolAnnotations(destructive_hint=False)) == "safe"
-    assert danger(types.ToolAnnotations(read_only_hint=True)) == "safe"
-    assert danger(None) == "safe"
+    assert tool(types.ToolAnnotations(read_only_hint=True)).danger == "safe"
+    assert tool(types.ToolAnnotations(read_only_hint=True)).reads_only({}) is True
+    assert tool(types.ToolAnnotations(destructive_hint=True)).danger == "confirm"
+    assert tool(types.ToolAnnotations(destructive_hint=False)).danger == "confirm"
+    assert tool(None).danger == "confirm"
+    assert tool(None).reads_only({}) is False
 
 
 def test_running_the_tool_calls_the_server_by_its_own_name() -> None:

@@ -5,7 +5,8 @@
 
 Tools: `echo` answers its text; `add_tool` adds a tool and sends tools/list_changed; `crash`
 ends the process at once, as a crashing server would; `pid` answers the process id; `nap`
-sleeps before it answers; `header` answers an HTTP request header the client sent.
+sleeps before it answers; `header` answers an HTTP request header the client sent. echo, pid,
+nap and header say they only read (readOnlyHint).
 """
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ import time
 from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import ToolAnnotations
 
 server: MCPServer[Any] = MCPServer("toy")
+READS = ToolAnnotations(read_only_hint=True)  # it changes nothing: Chalie runs it without asking
 
 
-@server.tool(description="Answer with the text you were given.")
+@server.tool(description="Answer with the text you were given.", annotations=READS)
 def echo(text: str) -> str:
     return f"echo: {text}"
 
@@ -40,18 +43,18 @@ def crash() -> str:
     os._exit(3)
 
 
-@server.tool(description="The server's process id.")
+@server.tool(description="The server's process id.", annotations=READS)
 def pid() -> int:
     return os.getpid()
 
 
-@server.tool(description="Sleep `seconds`, then answer.")
+@server.tool(description="Sleep `seconds`, then answer.", annotations=READS)
 def nap(seconds: float) -> str:
     time.sleep(seconds)
     return "rested"
 
 
-@server.tool(description="The value of request header `name`, over HTTP.")
+@server.tool(description="The value of request header `name`, over HTTP.", annotations=READS)
 def header(name: str, ctx: Context[Any, Any]) -> str:
     headers = ctx.headers or {}
     return headers.get(name, "(none)")

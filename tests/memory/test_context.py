@@ -198,5 +198,5 @@ def test_a_programs_message_is_recalled_as_the_programs_not_the_persons(
     for n in range(40):
         say(writer, f"filler line {n} about lunch", at=clock.time() - 60 + n)
     ctx = build(writer, config, clock, "when was my cardiology appointment?")
-    assert ("- hospital (a paired program, not the person): Your cardiology appointment "
-            "moved to 3 PM") in ctx.memory.splitlines()
+    assert ("- <<<data from hospital, a paired program (its message)\nYour cardiology "
+            "appointment moved to 3 PM\ndata>>>") in ctx.memory

@@ -119,6 +119,31 @@ def test_a_programs_message_in_the_transcript_comes_back_named(tmp_path: Path) -
         ("main", "assistant", None, "Max's vaccine is due Friday.")]
 
 
+def test_a_facts_source_line_survives_and_an_older_export_without_it_imports(
+    tmp_path: Path,
+) -> None:
+    """A fact the encoder read keeps the transcript id of the person's message through an
+    export and an import; a knowledge line from before source lines imports with none."""
+    source = open_store(tmp_path / "a")
+    fill(source)
+    with db.immediate(source):
+        memory_writes.remember(source, RememberFact("vet", "Dr Sousa", source="encoder",
+                                                    source_line=3), turn_id="t2", now=23.0)
+    lines = exported(source).splitlines()
+    (vet,) = [json.loads(line) for line in lines if '"vet"' in line]
+    assert (vet["source"], vet["source_line"]) == ("encoder", 3)
+    target = open_store(tmp_path / "b")
+    export.import_(target, lines, 2000.0)
+    assert rows(target) == rows(source)
+
+    older = [json.dumps({k: v for k, v in json.loads(line).items() if k != "source_line"})
+             if '"kind":"knowledge"' in line else line for line in lines]
+    again = open_store(tmp_path / "c")
+    export.import_(again, older, 2000.0)
+    assert again.execute("SELECT key, source, source_line FROM knowledge WHERE key = 'vet'"
+                         ).fetchall() == [("vet", "encoder", None)]
+
+
 def test_the_export_starts_with_a_header_naming_format_and_schema(tmp_path: Path) -> None:
     """The first line says what the file is; every line after it names its kind."""
     conn = open_store(tmp_path / "a")

@@ -1,13 +1,14 @@
 // The brain dashboard (/brain): wires every section to its loader, its Refresh button and
 // its error line, loads them all on open, and re-loads the live ones (those marked `poll`:
-// goals, signals, interfaces, subscriptions, MCP servers, API tokens...) every 15 seconds
-// while the tab is visible. /health
-// (the banner of what is wrong, and the notices of background jobs that wait after failing)
-// has its own poll (health-watch.js).
+// goals, signals, interfaces, subscriptions, MCP servers, API tokens, calls waiting for the
+// person's approval, always allowed tools...) every 15 seconds while the tab is visible.
+// /health (the banner of what is wrong, and the notices of background jobs that wait after
+// failing) has its own poll (health-watch.js).
 
 import { setupConfirmDialog } from './brain-ui.js';
 import { pairingSection, interfacesSection, mcpSection, subscriptionsSection } from './brain-links.js';
 import { tokensSection } from './brain-tokens.js';
+import { approvalsSection, allowancesSection } from './brain-consent.js';
 import { memorySection } from './brain-memory.js';
 import { goalsSection, schedulesSection } from './brain-plans.js';
 import { signalsSection, turnsSection } from './brain-activity.js';
@@ -21,7 +22,8 @@ import { startBanner } from './health-banner.js';
 const POLL_MS = 15_000;
 
 const SECTIONS = [
-  pairingSection, interfacesSection, mcpSection, tokensSection, subscriptionsSection,
+  pairingSection, interfacesSection, mcpSection, approvalsSection, allowancesSection,
+  tokensSection, subscriptionsSection,
   memorySection, goalsSection, schedulesSection, stateSection, signalsSection, turnsSection,
   spendingSection, proactiveSection, settingsSection,
 ];

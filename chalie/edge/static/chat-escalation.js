@@ -1,8 +1,11 @@
 // An escalation in the chat: a tool call waiting for the person's approval. Shows what Chalie
-// asks (a sentence), the tool and its arguments once under a collapsed Details, a countdown to
-// expiry, and Approve / Deny buttons that send the `approval` action. The outcome comes from
-// the server's `decision` frame (logged, so every client shows it, after any reload or resume):
-// approved, denied, expired or withdrawn, by the page or by a program.
+// asks (a sentence, and which program's words the call came from, when it did), the tool and
+// its arguments once under a collapsed Details, a countdown to expiry, and Approve / Deny
+// buttons that send the `approval` action, with "Always allow this tool" beside them when the
+// server offers it. The outcome comes from the server's `decision` frame (logged, so every
+// client shows it, after any reload or resume): approved, denied, expired or withdrawn, by the
+// page or by a program. A held escalation (a call held on a turn the person did not watch)
+// says so, and waits days rather than minutes.
 
 export function el(tag, className, text) {
   const node = document.createElement(tag);
@@ -40,9 +43,18 @@ const OUTCOME_WORDS = {
   withdrawn: "Withdrawn: you steered Chalie elsewhere",
 };
 
-function formatRemaining(seconds) {
+/** "4:05" under an hour; "5 h 12 min" under a day; "6 days 23 h" beyond (a held call). */
+export function formatRemaining(seconds) {
   const s = Math.max(0, Math.ceil(seconds));
-  return `${Math.floor(s / 60)}:${String(s % 60).padStart(2, "0")}`;
+  if (s < 3600) return `${Math.floor(s / 60)}:${String(s % 60).padStart(2, "0")}`;
+  const hours = Math.floor(s / 3600);
+  if (hours < 24) {
+    const minutes = Math.floor((s % 3600) / 60);
+    return minutes ? `${hours} h ${minutes} min` : `${hours} h`;
+  }
+  const days = Math.floor(hours / 24);
+  const words = `${days} ${days === 1 ? "day" : "days"}`;
+  return hours % 24 ? `${words} ${hours % 24} h` : words;
 }
 
 function closeButtons(escalation) {
@@ -50,6 +62,7 @@ function closeButtons(escalation) {
   escalation.timer = 0;
   escalation.approve.disabled = true;
   escalation.deny.disabled = true;
+  if (escalation.always) escalation.always.disabled = true;
   escalation.expires.hidden = true;
 }
 
@@ -80,12 +93,11 @@ export function settleEscalation(escalation, why = "No longer waiting for an ans
   escalation.decision.textContent = why;
 }
 
-function decide(escalation, approve, sendAction) {
+function decide(escalation, approve, sendAction, always = false) {
   if (escalation.settled) return;
-  const sent = sendAction({
-    type: "action",
-    payload: { skill: "approval", params: { approval_id: escalation.approvalId, approve } },
-  });
+  const params = { approval_id: escalation.approvalId, approve };
+  if (always) params.always = true;
+  const sent = sendAction({ type: "action", payload: { skill: "approval", params } });
   if (!sent) {
     escalation.decision.textContent = "Not connected: try again in a moment.";
     return;
@@ -101,14 +113,56 @@ export function isNotice(frame) {
   return !(Number(frame.expires_in_s) > 0);
 }
 
+function tick(escalation) {
+  const left = (escalation.deadline - Date.now()) / 1000;
+  if (left <= 0) { settleEscalation(escalation, "Expired: the question timed out."); return; }
+  escalation.expires.textContent = `Expires in ${formatRemaining(left)}`;
+}
+
+/**
+ * Held escalations replayed from the log (approval_id -> escalation) said how long they would
+ * wait when they were asked: what GET /api/approvals says now corrects them (the deadline, or
+ * that one expired). An answer's own decision frame is in the log and says more.
+ */
+export async function reviseHeld(held) {
+  let items;
+  try {
+    const response = await fetch("/api/approvals?limit=1000",
+      { credentials: "same-origin", headers: { Accept: "application/json" } });
+    if (!response.ok) return;
+    ({ items } = await response.json());
+  } catch {
+    return; // offline: the countdown stays as the log said; an answer still gets the truth
+  }
+  for (const item of Array.isArray(items) ? items : []) {
+    const escalation = held.get(String(item.id));
+    if (!escalation || escalation.settled) continue;
+    if (item.status === "waiting") {
+      escalation.deadline = Number(item.expires_at) * 1000;
+      tick(escalation);
+    } else if (item.status === "expired") {
+      settleEscalation(escalation, OUTCOME_WORDS.expired);
+      escalation.node.dataset.decision = "expired";
+    }
+  }
+}
+
 export function createEscalation(frame, sendAction) {
   const notice = isNotice(frame);
   const node = el("section", notice ? "escalation notice" : "escalation");
   node.dataset.approvalId = frame.approval_id;
   node.setAttribute("aria-label", notice ? "Please check" : "Approval needed");
   const heading = el("p", "escalation-title",
-    notice ? "Chalie asks you to check this" : "Chalie asks before going on");
+    notice ? "Chalie asks you to check this"
+      : frame.why ? "Another program's words asked for this" : "Chalie asks before going on");
   const content = el("p", "escalation-content", frame.content);
+  // A held call came up on a turn the person did not watch: it says so, standing on its own.
+  const heldNote = frame.held ? el("p", "escalation-held muted",
+    "Held for you: it came up while Chalie worked on its own.") : null;
+  if (heldNote) {
+    node.classList.add("held");
+    node.setAttribute("aria-label", "Approval needed, held for you");
+  }
   const details = callDetails("escalation-details", frame.tool, frame.args);
   const expires = el("p", "expires muted");
   const actions = el("div", "escalation-actions");
@@ -116,16 +170,22 @@ export function createEscalation(frame, sendAction) {
   const deny = el("button", "deny", "Deny");
   approve.type = "button";
   deny.type = "button";
+  const always = frame.always ? el("button", "always", "Always allow this tool") : null;
+  if (always) always.type = "button";
   const decision = el("p", "decision");
   decision.setAttribute("aria-live", "polite");
   actions.append(approve, deny);
-  node.append(heading, content);
+  if (always) actions.append(always);
+  node.append(heading);
+  if (heldNote) node.append(heldNote);
+  node.append(content);
   if (details) node.append(details);
   node.append(expires, actions, decision);
 
   const escalation = {
-    node, approve, deny, decision, expires, approvalId: frame.approval_id,
+    node, approve, deny, always, decision, expires, approvalId: frame.approval_id,
     settled: false, decided: false, timer: 0, notice,
+    deadline: Date.now() + (Number(frame.expires_in_s) || 0) * 1000,
   };
   if (notice) {
     actions.hidden = true;
@@ -133,15 +193,10 @@ export function createEscalation(frame, sendAction) {
     escalation.settled = true;
     return escalation;
   }
-  const deadline = Date.now() + (Number(frame.expires_in_s) || 0) * 1000;
-  const tick = () => {
-    const left = (deadline - Date.now()) / 1000;
-    if (left <= 0) { settleEscalation(escalation, "Expired: the question timed out."); return; }
-    expires.textContent = `Expires in ${formatRemaining(left)}`;
-  };
-  tick();
-  if (!escalation.settled) escalation.timer = setInterval(tick, 1000);
+  tick(escalation);
+  if (!escalation.settled) escalation.timer = setInterval(() => tick(escalation), 1000);
   approve.addEventListener("click", () => decide(escalation, true, sendAction));
   deny.addEventListener("click", () => decide(escalation, false, sendAction));
+  always?.addEventListener("click", () => decide(escalation, true, sendAction, true));
   return escalation;
 }

@@ -1,11 +1,12 @@
 // Turns /ws frames into the conversation's DOM in #messages: one article.exchange per turn
 // (the person's message, stage, narrations, steering, cards, escalations, the answer, errors,
-// metrics), plus notifications, goal progress lines and errors of no turn. Knows which turn is
-// running. Every value from the server goes in through textContent or renderMarkdown.
+// metrics), plus notifications, goal progress lines, errors of no turn and calls held for the
+// person's approval (chat-escalation.js). Knows which turn is running. Every value from the
+// server goes in through textContent or renderMarkdown.
 
 import { renderMarkdown } from "./markdown.js";
 import {
-  callDetails, createEscalation, decideEscalation, isNotice, settleEscalation,
+  callDetails, createEscalation, decideEscalation, isNotice, reviseHeld, settleEscalation,
 } from "./chat-escalation.js";
 import { createCard } from "./chat-card.js";
 
@@ -52,6 +53,8 @@ function formatSeconds(value) {
 export function createRenderer({ log, announce, sendAction, onRunningChange }) {
   const exchanges = new Map(); // exchange_id -> state
   const running = new Set(); // exchange ids with processing seen and no done yet
+  const held = new Map(); // approval_id -> a held escalation (no exchange of the person's)
+  let heldCheck = 0; // the timer of the next look at GET /api/approvals
   const goals = new Map(); // goal_id -> {node, title, status, coverage}
 
   // Unacknowledged local echoes stay at the bottom: new content goes in above them.
@@ -267,6 +270,7 @@ export function createRenderer({ log, announce, sendAction, onRunningChange }) {
   }
 
   function onEscalation(frame, live) {
+    if (frame.held) { onHeldEscalation(frame, live); return; }
     const ex = exchangeFor(frame.exchange_id);
     const escalation = createEscalation(frame, sendAction);
     ex.escalations.push(escalation);
@@ -278,9 +282,29 @@ export function createRenderer({ log, announce, sendAction, onRunningChange }) {
     if (live) announce(`Chalie asks before using ${frame.tool}: ${sentence(frame.content)} Approve or deny it below.`);
   }
 
+  // A call held for the person on a turn they did not watch (a program's message, the DMN, a
+  // goal, a scheduled prompt): it stands on its own in the log, outside any exchange (no
+  // exchange's `done` settles it), and waits for their answer, also after a reload; replayed
+  // from the log, it is checked against the server.
+  function onHeldEscalation(frame, live) {
+    const id = String(frame.approval_id);
+    if (held.has(id)) return;
+    const escalation = createEscalation(frame, sendAction);
+    held.set(id, escalation);
+    appendToLog(escalation.node);
+    if (live) announce(`Chalie asks before using ${frame.tool}: ${sentence(frame.content)} Approve or deny it.`);
+    else checkHeldSoon();
+  }
+
+  function checkHeldSoon() {
+    clearTimeout(heldCheck);
+    heldCheck = setTimeout(() => reviseHeld(held), 300); // once, after the replay's burst
+  }
+
   // The server's word on an escalation: every client shows it, whoever decided.
   function onDecision(frame) {
     const id = String(frame.approval_id);
+    if (held.has(id)) { decideEscalation(held.get(id), frame); return; }
     const ex = exchanges.get(frame.exchange_id);
     const candidates = ex ? [ex] : exchanges.values();
     for (const each of candidates) {

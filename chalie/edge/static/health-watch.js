@@ -1,7 +1,9 @@
 // One reader of GET /health for a page: polls it (every 8 s while the tab is visible; every
 // second while a model's state is still "unknown", i.e. the start-up check has not settled)
-// and hands each answer to every subscriber. /health answers 503 while the store cannot take
-// writes, with the same JSON body: it is read all the same. A failed fetch is skipped silently
+// and hands each answer to every subscriber. The page is logged in and the fetch sends its
+// cookie: /health tells the details (models, store, jobs) to the person only, and to anyone
+// else just `status` and `version`. /health answers 503 while the store cannot take writes,
+// with the same JSON body: it is read all the same. A failed fetch is skipped silently
 // (the page's own connection badge or section errors say the server is gone).
 
 const POLL_MS = 8000;
