@@ -15,6 +15,7 @@ writes changes in `store_writer_faults`. Event-log rows are numbered by `chalie.
 
 from __future__ import annotations
 
+import contextlib
 import queue
 from collections.abc import Callable
 from pathlib import Path
@@ -26,6 +27,7 @@ import pykka
 import structlog
 
 from chalie.actors.background_messages import RunGoal, SchedulesChanged, StopGoal, ToGoal
+from chalie.actors.delivery_messages import AwayQueued
 from chalie.actors.encoder_messages import MemoryGrew
 from chalie.actors.session_messages import Deliver
 from chalie.actors.store_writer_faults import FaultWatch, Probe, refuse
@@ -64,7 +66,7 @@ from chalie.errors import StoreConflict
 from chalie.frames import Frame
 from chalie.metrics import Metrics
 from chalie.outbox import Outbox
-from chalie.store import background_ops, db, queries, writes
+from chalie.store import background_ops, db, delivery_rows, queries, writes
 from chalie.store.background_ops import Applied, Op
 from chalie.store.event_log import Row, interrupted_frames, sequenced
 from chalie.store.health import StoreHealth, cause_of
@@ -301,6 +303,8 @@ class StoreWriter(SupervisedActor):
             self._metrics.frames.labels(type=kind).inc()
         if rows:
             self._outbox.push(channel, [body for _, _, _, body in rows])
+            if delivery_rows.for_away(channel, (kind for _, kind, _, _ in rows)):
+                self._nudge("delivery", AwayQueued())  # it reads the queue
 
     def _append_pairs(self, seqs: dict[str, int],
                       pairs: list[tuple[str, Frame]]) -> list[tuple[str, list[Row]]]:
@@ -338,15 +342,16 @@ class StoreWriter(SupervisedActor):
             self._allowed(effects.allowed)
 
     def _tell_encoder(self, message: Any) -> None:
-        """Nudge the Encoder, if one is running. One that is not (being restarted, or never
-        started) misses nothing: its successor sweeps the store when it starts."""
-        ref = self._directory.get("encoder")
-        if ref is None:
-            return
-        try:
-            ref.tell(message)
-        except pykka.ActorDeadError:
-            pass
+        self._nudge("encoder", message)
+
+    def _nudge(self, name: str, message: Any) -> None:
+        """Nudge the Encoder or the Delivery actor, if one is running. One that is not (being
+        restarted, or never started) misses nothing: its successor reads the store when it
+        starts."""
+        ref = self._directory.get(name)
+        if ref is not None:
+            with contextlib.suppress(pykka.ActorDeadError):
+                ref.tell(message)
 
     def _apply_ops(self, ops: tuple[Op, ...], tag: str) -> OpsApplied:
         """Background ops in one transaction; their frames are pushed after the commit."""

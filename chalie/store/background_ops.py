@@ -23,6 +23,7 @@ from chalie.store import (
     cognition_rows,
     concept_rows,
     consent_ops,
+    delivery_ops,
     goal_rows,
     image_rows,
     proactive_rows,
@@ -226,6 +227,7 @@ Op = (
     | GoalState | SavePlan | StepStatus | GoalSpent | PauseGoal | ProgressTold | Proactive
     | DeliverDeferred | DmnRun | Spend | InsertImage | TopicSeen | SaveMind | SaveTraits
     | ConceptsActivated | DriftGist | HoldApproval | ResolveHeld | AllowTool | RevokeAllowance
+    | delivery_ops.DeliveryOp
 )
 
 
@@ -247,9 +249,12 @@ def apply(conn: apsw.Connection, ops: Sequence[Op], *, turn_id: str | None,
     """Apply `ops` in order inside the caller's transaction."""
     out = Applied()
     for op in ops:
-        out.values.append(_apply_consent(conn, op, turn_id, now, out)
-                          if isinstance(op, consent_ops.ConsentOp)
-                          else _apply(conn, op, turn_id, now, out))
+        if isinstance(op, consent_ops.ConsentOp):
+            out.values.append(_apply_consent(conn, op, turn_id, now, out))
+        elif isinstance(op, delivery_ops.DeliveryOp):
+            out.values.append(delivery_ops.apply(conn, op, now=now))
+        else:
+            out.values.append(_apply(conn, op, turn_id, now, out))
     return out
 
 

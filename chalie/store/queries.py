@@ -157,3 +157,12 @@ def open_exchange(conn: apsw.Connection, channel: str) -> str | None:
     if row is None or row[1] in ("done", "error"):
         return None
     return str(row[0])
+
+
+def escalation_channel(conn: apsw.Connection, approval_id: str) -> str | None:
+    """The channel whose log holds the escalation `approval_id` (the newest, if ever two)."""
+    row = conn.execute(
+        "SELECT channel FROM events WHERE type = 'escalation' AND body LIKE ? ESCAPE '\\' "
+        "ORDER BY created_at DESC LIMIT 1",
+        (f'%"approval_id":"{_like_escape(approval_id)}"%',)).fetchone()
+    return None if row is None else str(row[0])

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import apsw
 
-from chalie.store import background_ops, memory_writes, proactive_rows
+from chalie.store import background_ops, delivery_rows, memory_writes, proactive_rows
 from chalie.store import effects as fx
 from chalie.store.background_ops import Applied, Op
 from chalie.store.effects import Effect, ForgetFact, Recalled, RememberFact
@@ -124,9 +124,11 @@ def prune_events(conn: apsw.Connection, channel: str, *, keep_after: int) -> Non
 def insert_events(
     conn: apsw.Connection, channel: str, rows: list[tuple[int, str, str | None, str]], now: float
 ) -> None:
-    """rows: (seq, type, exchange_id, body)."""
+    """rows: (seq, type, exchange_id, body). Those for away from the page are queued for the
+    Delivery actor in the same transaction (chalie/store/delivery_rows.py)."""
     conn.executemany(
         "INSERT INTO events (channel, seq, type, exchange_id, body, created_at) "
         "VALUES (?, ?, ?, ?, ?, ?)",
         [(channel, seq, kind, exchange, body, now) for seq, kind, exchange, body in rows],
     )
+    delivery_rows.queue(conn, channel, ((seq, kind, body) for seq, kind, _, body in rows), now)

@@ -22,7 +22,16 @@ from chalie.actors.store_writer_messages import (
 )
 from chalie.actors.supervisor import Directory
 from chalie.actors.turn_messages import TurnStored, TurnStoreFailed
-from chalie.frames import Done, FrameMetrics, Message, Status, text_blocks
+from chalie.frames import (
+    Decision,
+    Done,
+    Escalation,
+    FrameMetrics,
+    Message,
+    Notification,
+    Status,
+    text_blocks,
+)
 from chalie.metrics import Metrics
 from chalie.store.effects import RememberFact
 from chalie.store.event_log import INTERRUPTED
@@ -254,3 +263,22 @@ def test_frames_and_turns_queued_together_share_one_transaction(start_writer: An
     sample = w.metrics.registry.get_sample_value
     assert sample("chalie_store_batch_messages_count") == 2
     assert sample("chalie_store_batch_messages_sum") == 4
+
+
+def test_frames_for_away_from_the_page_are_queued_with_the_log(start_writer: Any) -> None:
+    """Notifications, escalations and decisions of the person's channels are queued for the
+    Delivery actor in the transaction that logs them; other frames and program channels'
+    frames are not; the Delivery actor is nudged after the commit (absent here: nothing)."""
+    w = start_writer()
+    note = Notification(content="Rain at 5", source="dmn")
+    w.ask(AppendFrames("main", (status(), note)))
+    w.ask(AppendFrames("main", (Escalation(content="Send?", approval_id="a1", tool="t",
+                                           args="{}", expires_in_s=60, exchange_id=None),
+                                Decision(approval_id="a1", outcome="denied", by="page",
+                                         tool="t", exchange_id=None))))
+    w.ask(AppendFrames("token.app", (note,)))
+    w.ask(AppendFrames("interface.i1", (note,)))
+    assert w.rows("SELECT channel, seq, type FROM away_queue ORDER BY channel, seq") == [
+        ("main", 2, "notification"), ("main", 3, "escalation"), ("main", 4, "decision")]
+    [(body,)] = w.rows("SELECT frame FROM away_queue WHERE seq = 2")
+    assert body == w.rows("SELECT body FROM events WHERE channel = 'main' AND seq = 2")[0][0]
