@@ -330,6 +330,34 @@ class CognitionConfig(_Section, frozen=True):
     consequential: list[str]
 
 
+NOTIFY_KINDS = ("notifications", "escalations", "goal_results", "scheduled_results")
+NotifyKind = Literal["notifications", "escalations", "goal_results", "scheduled_results"]
+
+
+class NotifyConfig(_Section, frozen=True):
+    urls: list[str]
+    kinds: list[NotifyKind]
+    skip_when_visible: bool
+    retry_initial_s: float
+    retry_max_s: float
+    give_up_s: float
+    timeout_s: float
+    log_days: float
+
+
+class PushConfig(_Section, frozen=True):
+    subject: str
+    ttl_s: int
+
+
+class TelegramConfig(_Section, frozen=True):
+    token: str
+    base_url: str
+    base_file_url: str
+    pairing_code_ttl_s: float
+    edit_every_s: float
+
+
 class Config(_Section, frozen=True):
     server: ServerConfig
     store: StoreConfig
@@ -351,6 +379,9 @@ class Config(_Section, frozen=True):
     supervisor: SupervisorConfig
     images: ImagesConfig
     cognition: CognitionConfig
+    notify: NotifyConfig
+    push: PushConfig
+    telegram: TelegramConfig
     log: LogConfig
 
 

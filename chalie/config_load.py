@@ -71,6 +71,8 @@ _POSITIVE = {
     "cognition.recent_topics", "cognition.focus_after",
     "cognition.silence_gap_s", "cognition.gist_ttl_s", "cognition.social_max_chars",
     "governor.failure_backoff_s", "governor.failure_backoff_max_s",
+    "notify.retry_initial_s", "notify.retry_max_s", "notify.give_up_s", "notify.timeout_s",
+    "notify.log_days", "telegram.pairing_code_ttl_s",
 }
 _NON_NEGATIVE = {
     "llm.retries", "llm.retry_backoff_s", "llm.max_retry_after_s", "llm.threads",
@@ -83,6 +85,7 @@ _NON_NEGATIVE = {
     "governor.goal_tokens_per_day", "governor.encoder_tokens_per_day",
     "cognition.topic_threshold", "cognition.topic_cosine",
     "store.backups_kept", "store.hold_messages", "store.min_free_mb", "server.rest_rate_per_min",
+    "push.ttl_s", "telegram.edit_every_s",
 }
 
 
@@ -242,6 +245,13 @@ def _convert(merged: dict[str, Any]) -> Config:
     if not 0 < config.dmn.signal_wake <= 1:
         raise ConfigError("dmn.signal_wake",
                           f"a salience above 0 and at most 1, got {config.dmn.signal_wake:g}")
+    if not config.push.subject.startswith(("mailto:", "https://")):
+        raise ConfigError("push.subject", "a mailto: or https: address (the contact push "
+                          f"services see), got {config.push.subject!r}")
+    for key in ("base_url", "base_file_url"):
+        if not getattr(config.telegram, key).startswith(("https://", "http://")):
+            raise ConfigError(f"telegram.{key}", "an http(s) address, got "
+                              f"{getattr(config.telegram, key)!r}")
     _check_llm(config.llm)
     return config
 

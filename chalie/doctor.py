@@ -9,13 +9,15 @@ was checked and, when it failed, what is wrong and which setting to change:
 
 The checks, in order: the configuration (and the prompt files), the data directory, SQLite and
 sqlite-vec (and the database, if there is one), the embedder, every job's model and fallback
-(chalie/doctor_models.py), the MCP servers, the paired interfaces. FAIL means the server could
-not work: the data directory, SQLite and sqlite-vec, the database, the prompts, or no working
-model for the primary job. The exit code is then 1; warnings alone leave it 0.
+(chalie/doctor_models.py), the MCP servers, the paired interfaces, and the ways to reach the
+person away from the page: the VAPID keys, the Apprise URLs, the Telegram bot's token
+(chalie/doctor_away.py). FAIL means the server could not work: the data directory, SQLite and
+sqlite-vec, the database, the prompts, no working model for the primary job, or a VAPID key
+file it cannot use. The exit code is then 1; warnings alone leave it 0.
 
 Nothing here writes to the store: the database is opened read-only, and the data directory is
-not created. Configured secrets (API keys, MCP servers' header and environment values) are
-blanked out of every line, whatever an error message quotes.
+not created. Configured secrets (API keys, MCP servers' header and environment values, the
+Telegram bot's token) are blanked out of every line, whatever an error message quotes.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import apsw
 import httpx
 from mcp import ClientSession, types
 
+from chalie import doctor_away
 from chalie.config import JOBS, Config, McpConfig, McpServerConfig, MemoryConfig, StoreConfig
 from chalie.doctor_models import Line, check_models
 from chalie.errors import ConfigError, EmbedError, PromptError, StoreError
@@ -108,6 +111,7 @@ def run(config: Config, source: Path | None, out: TextIO = sys.stdout) -> int:
             report.line(line)
     _mcp(report, config.mcp)
     _interfaces(report, config)
+    doctor_away.check(report, config)
     report.summary()
     return 1 if report.failures else 0
 
@@ -122,6 +126,7 @@ def _secrets(config: Config) -> list[str]:
                 keys.append(settings.api_key)
     for server in config.mcp.servers:
         keys += [*server.headers.values(), *server.env.values()]
+    keys.append(config.telegram.token)
     return keys
 
 

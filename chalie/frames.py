@@ -42,13 +42,15 @@ class Status(_Frame, frozen=True, kw_only=True, tag="status", omit_defaults=True
     """A turn's stage. The first (`processing`) also carries what the turn answers: the
     person's `text`, the chat's `client_id` and `image_ids` (each left out when empty), so a
     client that reloads can show both sides of the conversation from the log, and knows which
-    of its messages the server received."""
+    of its messages the server received; and `source` when the message was not typed on a
+    page: "voice", or "telegram" (the person wrote in their paired Telegram chat)."""
 
     stage: Stage
     exchange_id: str | None = None
     text: str | None = None
     client_id: str | None = None
     image_ids: tuple[str, ...] = ()
+    source: str | None = None
 
 
 class ActNarration(_Frame, frozen=True, kw_only=True, tag="act_narration"):

@@ -126,6 +126,14 @@ class Metrics:
             "Signals kept in world state whose salience was under dmn.signal_wake: they wake "
             "no thought and cost no LLM call.", registry=r,
         )
+        self.notifications_sent = Counter(
+            "chalie_notifications_sent",
+            "Messages delivered away from the page, per send: `channel` webpush, telegram or "
+            "the Apprise service (json, ntfy, tgram...); `kind` notifications, escalations, "
+            "goal_results or scheduled_results; `result` sent, failed (tried again later, or "
+            "given up), gone (the target no longer exists) or skipped (a page was visible).",
+            ["channel", "kind", "result"], registry=r,
+        )
         self.interfaces_online = Gauge(
             "chalie_interfaces_online", "Paired interfaces whose health checks pass.", registry=r
         )

@@ -7,6 +7,8 @@ it reads it again after the reload:
 - the governor's budgets, Attention's quiet hours and daily cap, and the tool catalog's
   confirm/block lists are set anew on the objects every path shares;
 - the housekeeper reads [store]'s retention and backup keys from `Server.config` on each run;
+- the Delivery actor and its senders read [notify] and [push] from `Server.config` at each
+  delivery, and the Telegram bot is started again when its token changes;
 - the log level and format are set again by `chalie serve` (chalie/cli.py).
 Every other changed key (the address, the store file, models, the embedder, MCP servers, the
 worker pool, values actors copied at start...) keeps its old value until a restart, and is
@@ -45,6 +47,12 @@ RELOADABLE = frozenset({
                                      "llm.light.fallback")
       for key in ("provider", "base_url", "api_key", "model")),
     "llm.primary.fallback", "llm.light.fallback",  # a fallback added or removed whole
+    # Delivery away from the page: the senders and the Delivery actor read [notify] and [push]
+    # from Server.config at each delivery; the Telegram bot starts again with a new token.
+    "notify.urls", "notify.kinds", "notify.skip_when_visible", "notify.retry_initial_s",
+    "notify.retry_max_s", "notify.give_up_s", "notify.timeout_s", "notify.log_days",
+    "push.subject", "push.ttl_s", "telegram.token", "telegram.edit_every_s",
+    "telegram.pairing_code_ttl_s",
 })
 MODEL_KEYS = frozenset(k for k in RELOADABLE if k.startswith("llm."))
 

@@ -4,7 +4,8 @@ The configuration is layered: the shipped defaults (config/chalie.toml) < the co
 (`--config`) < the saved settings < the environment (CHALIE_<SECTION>__<KEY>). Only the keys in
 SETTABLE can be saved; each says whether it takes effect while the server runs (chalie/reload.py
 decides: a key the running server cannot take is saved and waits for a restart, never applied
-half-way) and whether it is a secret (its value is never sent back: only whether it is set).
+half-way) and whether it is a secret (its value is never sent back: only whether it is set;
+notify.urls, a list of Apprise URLs, is shown masked by the edge: chalie/edge/rest_settings.py).
 A key the environment sets is locked: the environment wins, so saving it would change nothing.
 
 The file is TOML in the config file's own shape ([llm], [llm.primary], [dmn]...), written
@@ -39,8 +40,13 @@ SETTABLE: tuple[str, ...] = (
     "tools.confirm", "tools.block",
     "store.transcript_days", "store.tool_calls_days", "store.events_days",
     "store.backups_kept", "store.backup_dir",
+    "notify.urls", "notify.kinds", "notify.skip_when_visible", "notify.retry_initial_s",
+    "notify.retry_max_s", "notify.give_up_s", "notify.timeout_s", "notify.log_days",
+    "push.subject", "push.ttl_s", "telegram.token", "telegram.base_url", "telegram.base_file_url",
+    "telegram.pairing_code_ttl_s", "telegram.edit_every_s",
 )
-SECRETS = frozenset(k for k in SETTABLE if k.endswith(".api_key"))
+SECRETS = frozenset({*(k for k in SETTABLE if k.endswith(".api_key")), "notify.urls",
+                     "telegram.token"})
 
 
 def path_for(config: Config) -> Path:
@@ -153,7 +159,7 @@ def describe(config: Config, in_effect: Config, *, file: Mapping[str, Any],
             else "file" if _has(file, key) else "default"
         secret = key in SECRETS
         out.append(Described(key, None if secret else value, source, is_live(key), locked,
-                             secret, value not in (None, "", ()),
+                             secret, value not in (None, "", (), []),
                              value != _effective(in_effect, key)))
     return out
 
