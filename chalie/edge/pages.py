@@ -5,6 +5,12 @@ They are static HTML, CSS and JavaScript modules in `chalie/edge/static/`, serve
 and file needs the login cookie except the login page and the files it uses (`PUBLIC`); a page
 asked for without one is a redirect to the login page, a file a 401.
 
+The pages are an installable web app: its manifest (`/manifest.webmanifest`) and its icons are
+public too, since browsers fetch a manifest without credentials; the service worker (`/sw.js`,
+at the root so that its scope is every page) keeps the pages' shell for an offline start and
+shows Web Push notifications. It is code the public can read in the source anyway: it holds
+nothing of the person's.
+
 Each answer carries a Content-Security-Policy that allows nothing but this server: no inline
 script or style, no other origin for anything. A card (an interface tool's result, rendered by
 Chalie) is its own document at `/cards/<channel>/<seq>`, shown by the chat page in a sandboxed
@@ -31,12 +37,18 @@ from chalie.edge.session_cookie import logged_in
 
 STATIC = Path(__file__).parent / "static"
 # The login page and what it loads: everything else needs the cookie.
-PUBLIC = frozenset({"base.css", "login.css", "login.js", "icon.svg"})
+PUBLIC = frozenset({"base.css", "login.css", "login.js", "icon.svg",
+                    "icon-192.png", "icon-512.png", "icon-maskable-512.png"})
+# The files served at the root, without the cookie: name -> Content-Type.
+ROOT_FILES = {
+    "manifest.webmanifest": "application/manifest+json",
+    "sw.js": "application/javascript; charset=utf-8",
+}
 
 PAGE_CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob: data:; "
     "connect-src 'self'; frame-src 'self'; form-action 'self'; base-uri 'none'; "
-    "frame-ancestors 'none'"
+    "frame-ancestors 'none'; manifest-src 'self'; worker-src 'self'"
 )
 # The sandbox keeps the card same-origin (and scriptless) so that the chat page can measure its
 # document and size the frame to it; no script runs in it, by the sandbox and by script-src.
@@ -116,6 +128,19 @@ class StaticHandler(tornado.web.StaticFileHandler):
         if self.absolute_path and self.absolute_path.endswith(".css"):
             return "text/css; charset=utf-8"
         return super().get_content_type()
+
+
+class RootFileHandler(tornado.web.RequestHandler):
+    """GET /manifest.webmanifest and GET /sw.js: public, never cached without asking again (a
+    browser checks the worker for an update on each visit; the ETag makes that a 304)."""
+
+    def initialize(self, name: str) -> None:
+        self.name = name
+
+    def get(self) -> None:
+        secure_headers(self)
+        self.set_header("Content-Type", ROOT_FILES[self.name])
+        self.finish((STATIC / self.name).read_bytes())
 
 
 class SessionHandler(AuthedHandler):

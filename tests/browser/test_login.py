@@ -16,7 +16,7 @@ from tests.integration.harness import ServerProcess
 
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob: data:; "
        "connect-src 'self'; frame-src 'self'; form-action 'self'; base-uri 'none'; "
-       "frame-ancestors 'none'")
+       "frame-ancestors 'none'; manifest-src 'self'; worker-src 'self'")
 Shot = Callable[[WebDriver, str], Path]
 
 
