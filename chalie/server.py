@@ -1,10 +1,11 @@
 """Wiring: the store, the actor tree, the worker pool and the Tornado edge, started and stopped
 as one. `chalie serve` runs one Server; tests start many, each with its own data and registry.
 
-Two parts of the tree are wired beside it: the background paths (the spending governor,
-Attention, the Dmn, the Scheduler, the goals) in chalie/server_paths.py, and the other programs
-(paired interfaces, signals and world state, broadcast streams, MCP servers) in
-chalie/server_programs.py.
+Parts are wired beside it: the background paths (the spending governor, Attention, the Dmn,
+the Scheduler, the goals) in chalie/server_paths.py; the other programs (paired interfaces,
+signals and world state, broadcast streams, MCP servers) in chalie/server_programs.py;
+delivery away from the page (the senders, the Delivery actor, the Telegram bot) in
+chalie/server_delivery.py; the edge's shared context in chalie/server_edge.py.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import tornado.httpserver
 import tornado.netutil
 from tornado.ioloop import IOLoop
 
-from chalie import server_paths, server_programs
+from chalie import server_delivery, server_edge, server_paths, server_programs
 from chalie.actors.encoder import Encoder, EncoderDeps
 from chalie.actors.housekeeper import Housekeeper
 from chalie.actors.pool import WorkerPool
@@ -37,12 +38,13 @@ from chalie.background.backoff import Backoff
 from chalie.background.governor import Governor
 from chalie.clock import Clock, SystemClock
 from chalie.config import CONTEXT_SHARES, Config, parse_span
+from chalie.delivery import vapid
+from chalie.delivery.vapid import VapidKeys
 from chalie.edge.api_access import ApiAccess
 from chalie.edge.app import make_app
-from chalie.edge.auth import Authenticator, LoginThrottle, ensure_password
+from chalie.edge.auth import Authenticator, ensure_password
 from chalie.edge.context import EdgeContext
 from chalie.edge.hub import SocketHub
-from chalie.edge.ratelimit import RestRateLimit
 from chalie.edge.rest_base import largest_body
 from chalie.edge.subscriptions import Subscriptions
 from chalie.llm.factory import build_models, single
@@ -114,6 +116,8 @@ class Server:
         self._catalog: ToolCatalog | None = None
         self._lock = DataLock(Path(config.store.path))
         self._allowed: frozenset[tuple[str, str]] = frozenset()
+        self.vapid: VapidKeys | None = None  # made (or read) when the store opens
+        self._delivery: server_delivery.Parts | None = None
         self.store_health = StoreHealth(config.store.path, min_free_mb=config.store.min_free_mb,
                                         hold_limit=config.store.hold_messages)
 
@@ -137,6 +141,7 @@ class Server:
                 self.config, conn, self.clock, self.metrics,
                 store_writable=lambda: self.store_health.writable)
             self._allowed = approval_rows.allowed(conn)  # the tools the person always allows
+            self.vapid = vapid.ensure(conn, Path(store.path), self.clock.time())
         finally:
             conn.close()
         return space_id
@@ -160,15 +165,15 @@ class Server:
         asyncio_loop = asyncio.get_running_loop()
         self._on_failure = asyncio.Event()
         readers = db.Readers(self.db_path, busy_timeout_ms=store.busy_timeout_ms)
-        hub = SocketHub(loop)
+        self._hub = hub = SocketHub(loop)
         authenticator = Authenticator(configured=self.config.auth.password, read=readers.get,
                                       clock=self.clock)
         hub.start_keepalive(self.config.server.ping_interval_s, self.config.server.ping_misses,
                             live=authenticator.live_sessions)
-        self._hub = hub
         self._pool = WorkerPool(self.config.act.workers)
         self._background = WorkerPool(BACKGROUND_WORKERS, name="chalie-background")
         self._paths_pool = WorkerPool(PATH_WORKERS, name="chalie-paths")
+        delivery = self._delivery = server_delivery.wire(self, readers.get, hub)
         programs = server_programs.build(self.config, clock=self.clock,
                                          directory=self.directory, metrics=self.metrics,
                                          allowed=self._allowed)
@@ -261,6 +266,7 @@ class Server:
                 # Stopped in reverse: world state is flushed while the writer still runs.
                 ChildSpec("store_writer", start_writer),
                 ChildSpec("housekeeper", start_housekeeper),
+                delivery.child,
                 *server_programs.children(self.config, programs, read=readers.get,
                                           clock=self.clock, directory=self.directory,
                                           metrics=self.metrics, common=common),
@@ -275,37 +281,9 @@ class Server:
         # Answered after the root's on_start, so both children are in the Directory.
         await asyncio.get_running_loop().run_in_executor(None, lambda: root.ask(Ping(), timeout=30))
         self._api = ApiAccess(read=readers.get, directory=self.directory)
-        self._edge = EdgeContext(
-            config=self.config,
-            clock=self.clock,
-            auth=authenticator,
-            throttle=LoginThrottle(self.clock, max_failures=self.config.auth.max_failures,
-                                   window_s=self.config.auth.lockout_s),
-            rest_limit=RestRateLimit(self.clock),
-            pair_throttle=LoginThrottle(
-                self.clock, max_failures=self.config.interfaces.pair_max_failures,
-                window_s=self.config.interfaces.pair_lockout_s),
-            hub=hub,
-            metrics=self.metrics,
-            directory=self.directory,
-            read=readers.get,
-            healthy=lambda: not self.failed.is_set(),
-            recall=recall,
-            gate=programs.gate,
-            subscriptions=programs.subscriptions,
-            world=programs.world,
-            interfaces=programs.interfaces,
-            interface_client=programs.client,
-            tools=programs.catalog,
-            prompts=self.prompts,
-            governor=self.governor,
-            default_zone=server_paths.default_zone(self.config),
-            models=self.models,
-            store=self.store_health,
-            **server_programs.settings_hooks(self),
-            backoff=self.backoff,
-            tokens=self._api.tokens,
-        )
+        self._edge = server_edge.context(self, auth=authenticator, hub=hub, read=readers.get,
+                                         recall=recall, programs=programs, away=delivery.away,
+                                         tokens=self._api.tokens)
         app = make_app(self._edge)
         sockets = tornado.netutil.bind_sockets(
             self.config.server.port, self.config.server.host, family=socket.AF_INET
@@ -317,12 +295,19 @@ class Server:
                                                    max_body_size=largest_body(self.config))
         self._http.add_sockets(sockets)
         self.port = sockets[0].getsockname()[1]
+        await self._reach_out(readers.get, programs, delivery)
+        return self.port
+
+    async def _reach_out(self, read: Any, programs: server_programs.OtherPrograms,
+                         delivery: server_delivery.Parts) -> None:
+        """Once listening: the broadcast streams, the Telegram bot, the models' check."""
         rows = await asyncio.get_running_loop().run_in_executor(
-            None, lambda: interface_rows.subscriptions(readers.get()))
+            None, lambda: interface_rows.subscriptions(read()))
         programs.subscriptions.start(rows)
+        assert self._edge is not None
+        await delivery.start_bridge(self._edge)
         if self._check_models:
             self.models.check()
-        return self.port
 
     def reload(self, new: Config) -> tuple[list[str], list[str]]:
         """Take what `new` changes that can change while running (chalie/reload.py); returns
@@ -346,6 +331,8 @@ class Server:
         if self._catalog is not None:
             self._catalog.set_rules(confirm=self.config.tools.confirm,
                                     block=self.config.tools.block)
+        if self._delivery is not None:
+            self._delivery.reloaded(self.config, applied, self._edge)
         return applied, restart
 
     async def wait_failed(self) -> str:
@@ -354,6 +341,8 @@ class Server:
         return self.failure or "unknown failure"
 
     async def stop(self) -> None:
+        if self._delivery is not None:  # no new turns from Telegram
+            await self._delivery.stop_bridge()
         if self._hub is not None:
             self._hub.stop_keepalive()
             self._hub.close_all("server shutting down")
@@ -375,10 +364,12 @@ class Server:
         if root is not None:
             self._root = None
             await asyncio.get_running_loop().run_in_executor(None, _stop_actor, root)
-        for pool in (self._pool, self._background, self._health_pool, self._paths_pool):
+        sends = self._delivery.pool if self._delivery is not None else None
+        for pool in (self._pool, self._background, self._health_pool, self._paths_pool, sends):
             if pool is not None:
                 pool.shutdown(wait=False, cancel_futures=True)
         self._pool = self._background = self._health_pool = self._paths_pool = None
+        self._delivery = None
         if self._http_out is not None:
             self._http_out.close()
             self._http_out = None

@@ -79,9 +79,11 @@ def opening_frames(request: Request, turn_id: str, text: str, *,
     """The turn's first frames: the exchange is open in the log from here on, so a crash is
     closed with an error frame by whoever comes next. A turn that goes on to recall says so in
     the same message (one transaction for the writer, not two)."""
+    said = request if isinstance(request, UserMessage) else None
     opening = Status(stage="processing", exchange_id=turn_id, text=text or None,
                      client_id=request.client_id,
-                     image_ids=request.image_ids if isinstance(request, UserMessage) else ())
+                     image_ids=said.image_ids if said is not None else (),
+                     source=said.source if said is not None and said.source != "text" else None)
     return (opening, *([Status(stage="retrieving_memory", exchange_id=turn_id)]
                        if recalls else []))
 

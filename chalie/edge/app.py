@@ -9,10 +9,21 @@ from chalie.edge.mcp_http import McpServerHandler
 from chalie.edge.openai_chat import ChatHandler, ModelsHandler
 from chalie.edge.openapi import PATH as OPENAPI_PATH
 from chalie.edge.openapi import OpenApiHandler
-from chalie.edge.pages import CardHandler, PageHandler, SessionHandler, StaticHandler
+from chalie.edge.pages import (
+    CardHandler,
+    PageHandler,
+    RootFileHandler,
+    SessionHandler,
+    StaticHandler,
+)
 from chalie.edge.rest_auth import LoginHandler, LogoutHandler
 from chalie.edge.rest_background import ProactiveHandler, SpendingHandler
-from chalie.edge.rest_consent import AllowanceHandler, AllowancesHandler, ApprovalsHandler
+from chalie.edge.rest_consent import (
+    AllowanceHandler,
+    AllowancesHandler,
+    AnswerHandler,
+    ApprovalsHandler,
+)
 from chalie.edge.rest_gateway import GatewayRenderHandler
 from chalie.edge.rest_goals import GoalHandler, GoalsHandler
 from chalie.edge.rest_images import ImageHandler, ImagesHandler
@@ -32,12 +43,20 @@ from chalie.edge.rest_memory import (
     SearchHandler,
 )
 from chalie.edge.rest_messages import MessagesHandler
+from chalie.edge.rest_notify import NotifyLogHandler, NotifyTestHandler
 from chalie.edge.rest_ops import HealthHandler, MetricsHandler
+from chalie.edge.rest_push import (
+    PushDeviceHandler,
+    PushDevicesHandler,
+    PushKeyHandler,
+    TestPushHandler,
+)
 from chalie.edge.rest_schedules import ScheduleHandler, SchedulesHandler
 from chalie.edge.rest_settings import SettingsHandler, TestHandler
 from chalie.edge.rest_signals import BatchHandler, SignalHandler
 from chalie.edge.rest_state import StateHandler
 from chalie.edge.rest_subscriptions import SubscriptionHandler, SubscriptionsHandler
+from chalie.edge.rest_telegram import PairingCodeHandler, TelegramChatHandler, TelegramHandler
 from chalie.edge.rest_tokens import TokenHandler, TokensHandler
 from chalie.edge.rest_turns import TurnPromptsHandler, TurnsHandler
 from chalie.edge.ws import ChatSocket
@@ -55,6 +74,8 @@ def make_app(ctx: EdgeContext) -> tornado.web.Application:
             (r"/brain", PageHandler, {**args, "page": "brain.html"}),
             (r"/login", PageHandler, {**args, "page": "login.html", "public": True}),
             (r"/static/(.*)", StaticHandler, args),
+            (r"/manifest\.webmanifest", RootFileHandler, {"name": "manifest.webmanifest"}),
+            (r"/sw\.js", RootFileHandler, {"name": "sw.js"}),
             (r"/cards/([^/]+)/([^/]+)", CardHandler, args),
             (r"/auth/session", SessionHandler, args),
             (r"/health", HealthHandler, args),
@@ -97,6 +118,16 @@ def make_app(ctx: EdgeContext) -> tornado.web.Application:
             (r"/api/tools/allowances", AllowancesHandler, args),
             (r"/api/tools/allowances/([^/]+)", AllowanceHandler, args),
             (r"/api/approvals", ApprovalsHandler, args),
+            (r"/api/approvals/([^/]+)", AnswerHandler, args),
+            (r"/api/push/key", PushKeyHandler, args),
+            (r"/api/push/subscriptions", PushDevicesHandler, args),
+            (r"/api/push/subscriptions/([^/]+)", PushDeviceHandler, args),
+            (r"/api/push/subscriptions/([^/]+)/test", TestPushHandler, args),
+            (r"/api/notify/test", NotifyTestHandler, args),
+            (r"/api/notify/log", NotifyLogHandler, args),
+            (r"/api/telegram", TelegramHandler, args),
+            (r"/api/telegram/pairing-code", PairingCodeHandler, args),
+            (r"/api/telegram/chats/([^/]+)", TelegramChatHandler, args),
             (r"/api/tokens", TokensHandler, args),
             (r"/api/tokens/([^/]+)", TokenHandler, args),
             (r"/mcp", McpServerHandler, args),  # MCP over streamable HTTP (edge/mcp_http.py)

@@ -14,6 +14,7 @@ from chalie.background.backoff import Backoff
 from chalie.background.governor import Governor
 from chalie.clock import Clock
 from chalie.config import Config, LlmConfig
+from chalie.delivery.away import Away
 from chalie.edge.auth import Authenticator, LoginThrottle
 from chalie.edge.hub import SocketHub
 from chalie.edge.ratelimit import RestRateLimit
@@ -70,3 +71,4 @@ class EdgeContext:
     backoff: Backoff | None = None  # background jobs waiting after failures (GET /health)
     tokens: TokenBoard | None = None  # scoped API tokens (IOLoop only)
     mcp: Any = None  # the MCP server at /mcp, started on its first request (edge/mcp_http.py)
+    away: Away | None = None  # delivery away from the page: the senders, the VAPID key

@@ -46,8 +46,15 @@ class ResumeFrame(_ClientFrame, frozen=True, tag="resume"):
     last_seq: Annotated[int, msgspec.Meta(ge=0)]
 
 
-ClientFrame = ChatFrame | PongFrame | ActionFrame | SteerFrame | ResumeFrame
-KNOWN_TYPES = ("chat", "action", "act_steer", "resume", "pong")
+class PresenceFrame(_ClientFrame, frozen=True, tag="presence"):
+    """Whether the page is visible to the person now: while one is, nothing is delivered away
+    from the page (notify.skip_when_visible). A socket that never said counts as not visible."""
+
+    visible: bool
+
+
+ClientFrame = ChatFrame | PongFrame | ActionFrame | SteerFrame | ResumeFrame | PresenceFrame
+KNOWN_TYPES = ("chat", "action", "act_steer", "resume", "pong", "presence")
 
 _decoder = msgspec.json.Decoder(ClientFrame)
 _TYPE_ONLY = msgspec.json.Decoder(dict[str, object])

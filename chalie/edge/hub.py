@@ -62,12 +62,24 @@ class SocketHub:
         # channel -> (exchange, its answer's text so far): what a socket that opens or resumes
         # mid-answer is sent first (one reset delta), as message_delta frames are not logged.
         self._streaming: dict[str, tuple[str, str]] = {}
+        self._visible: set[Sink] = set()  # sockets whose page said it is visible (`presence`)
+        self.visible_pages = 0  # how many: read from any thread (the Delivery actor's)
 
     # Called on the IOLoop thread only.
     def register(self, channel: str, sink: Sink) -> None:
         self._sockets.setdefault(channel, set()).add(sink)
 
+    def seen(self, sink: Sink, visible: bool) -> None:
+        """A socket's page said whether it is visible (a `presence` frame)."""
+        if visible:
+            self._visible.add(sink)
+        else:
+            self._visible.discard(sink)
+        self.visible_pages = len(self._visible)
+
     def unregister(self, channel: str, sink: Sink) -> None:
+        self._visible.discard(sink)
+        self.visible_pages = len(self._visible)
         sinks = self._sockets.get(channel)
         if sinks is not None:
             sinks.discard(sink)

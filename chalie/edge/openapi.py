@@ -45,7 +45,7 @@ PATH = "/api/openapi.json"
 METHODS = ("get", "post", "put", "patch", "delete")
 # Routes of make_app that are not JSON endpoints (see the module's docstring).
 NOT_DESCRIBED = frozenset({"/", "/brain", "/login", "/static/(.*)", "/cards/([^/]+)/([^/]+)",
-                           "/ws", "/mcp"})
+                           "/ws", "/mcp", r"/manifest\.webmanifest", r"/sw\.js"})
 _GROUP = re.compile(r"\([^()]*\)")
 _JSON = "application/json"
 

@@ -4,8 +4,9 @@ GET /api/tools/allowances lists every "Always allow this tool" the person gave (
 escalation's card); DELETE /api/tools/allowances/<id> revokes one: the tool asks again from its
 next call on. GET /api/approvals lists the calls held for the person's approval (a program's
 words asked for them, or they need approval, on a turn the person did not watch), newest
-first, with what became of them; they are answered on /ws like any escalation. All need the
-login cookie.
+first, with what became of them; they are answered on /ws like any escalation, or with
+POST /api/approvals/<approval_id> (a push notification's Approve and Deny; chalie/edge/
+approvals.py). All need the login cookie.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Literal
 
 import msgspec
 
+from chalie.edge import approvals
 from chalie.edge.api_spec import COOKIE_AUTH, OFFSET, Operation, limit_param, path_id
 from chalie.edge.rest_base import ApiError, AuthedHandler, shown
 from chalie.edge.rest_schedules import apply
@@ -91,6 +93,42 @@ class AllowanceHandler(AuthedHandler):
         if not gone:
             raise ApiError(404, f"no allowance {shown(allowance_id)}")
         self.write_json(Revoked(allowance_id))
+
+
+class AnswerBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    approve: bool
+    always: bool = False  # with approve: the tool runs without asking from now on, when the
+    # escalation offered it (its `always`)
+
+
+class AnswerAccepted(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    approval_id: str
+    channel: str
+    accepted: Literal[True] = True
+
+
+class AnswerHandler(AuthedHandler):
+    api = {"post": Operation(
+        "Answer an escalation as the person (a push notification's Approve or Deny)",
+        {202: AnswerAccepted}, auth=(COOKIE_AUTH,), body=AnswerBody, errors=(404, 503),
+        path=(path_id("approval_id", "the escalation's approval_id"),),
+        example={"approve": True},
+        description="Accepted: the answer goes to the escalation's conversation, whose "
+                    "`decision` frame (by \"page\") says how it ended; one answered or "
+                    "expired already gets an `error` frame there instead.")}
+
+    async def post(self, approval_id: str) -> None:
+        self.query_params()
+        body = self.decode_body(AnswerBody)
+        channel = await self.off_loop(lambda: approvals.channel_of(self.ctx, approval_id))
+        if channel is None:
+            raise ApiError(404, f"no escalation {shown(approval_id)} was shown away from the "
+                                "page or held for the person")
+        if not approvals.answer(self.ctx, channel, approval_id, body.approve,
+                                always=body.always):
+            raise ApiError(503, "Chalie is restarting; try again shortly")
+        self.set_status(202)
+        self.write_json(AnswerAccepted(approval_id, channel))
 
 
 class ApprovalsHandler(AuthedHandler):

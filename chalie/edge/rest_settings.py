@@ -9,6 +9,12 @@ value, with the reason; nothing is saved or applied then. Otherwise the settings
 <store.path>/settings.toml and what can change while running is applied at once; the answer
 says which keys were `applied` and which wait for a restart (`restart_needed`: saved, not
 applied half-way). Cookie only.
+
+notify.urls (Apprise URLs: chalie/delivery/apprise_sender.py) is a secret shown masked: GET
+gives each URL in its masked form. PATCH takes the whole list: an entry equal to the masked
+form of a URL configured now keeps that URL (so the page adds and removes entries without ever
+holding the others); any other entry must be a URL Apprise can use (a 400 naming the entry,
+masked, otherwise).
 """
 
 from __future__ import annotations
@@ -23,7 +29,9 @@ import msgspec
 import structlog
 
 from chalie import settings
+from chalie.config import Config
 from chalie.config_load import load_config
+from chalie.delivery import apprise_sender
 from chalie.edge.api_spec import COOKIE_AUTH, Operation
 from chalie.edge.context import EdgeContext
 from chalie.edge.rest_base import ApiError, AuthedHandler
@@ -32,6 +40,7 @@ from chalie.errors import ChalieError, ConfigError
 log = structlog.get_logger("chalie.edge")
 
 Value = str | int | float | bool | list[str] | None
+URLS = "notify.urls"  # a secret shown masked
 Provider = Literal["openai", "anthropic", "llamacpp"]
 
 
@@ -134,6 +143,10 @@ class SettingsHandler(AuthedHandler):
                 for k in locked))
         problems = [f"{k}: cannot be changed here; set it in the config file"
                     for k in sorted(changes) if k not in settings.SETTABLE]
+        entries = changes.get(URLS)
+        if isinstance(entries, list):
+            changes[URLS], bad = _unmasked(entries, self._configured(saved).notify.urls)
+            problems += bad
         problems += [f"{k}: {p}" for k, p in self._bad_values(saved, changes)]
         new_saved = _merged(saved, changes)
         if not problems:
@@ -156,15 +169,22 @@ class SettingsHandler(AuthedHandler):
 
     # -- helpers --
 
-    def _described(self, saved: dict[str, Any]) -> list[Setting]:
-        """Each setting as saved (what a restart would run with), and whether it waits."""
+    def _configured(self, saved: dict[str, Any]) -> Config:
+        """The config as saved (what a restart would run with)."""
         try:
-            configured = load_config(self.ctx.config_file, env=self.ctx.env, saved=saved)
+            return load_config(self.ctx.config_file, env=self.ctx.env, saved=saved)
         except ConfigError:  # the file changed under the server: show what runs
-            configured = self.ctx.config
-        return [msgspec.convert(d.as_json(), Setting) for d in settings.describe(
+            return self.ctx.config
+
+    def _described(self, saved: dict[str, Any]) -> list[Setting]:
+        """Each setting as saved (what a restart would run with), and whether it waits;
+        notify.urls masked."""
+        configured = self._configured(saved)
+        out = [msgspec.convert(d.as_json(), Setting) for d in settings.describe(
             configured, self.ctx.config, file=_file_layer(self.ctx.config_file), saved=saved,
             env=self.ctx.env)]
+        shown = [apprise_sender.masked(u) for u in configured.notify.urls]
+        return [msgspec.structs.replace(s, value=shown) if s.key == URLS else s for s in out]
 
     def _bad_values(self, saved: dict[str, Any],
                     changes: dict[str, Value]) -> list[tuple[str, str]]:
@@ -179,6 +199,29 @@ class SettingsHandler(AuthedHandler):
             except ConfigError as e:
                 bad.append((key, e.problem if e.key == key else f"{e.key}: {e.problem}"))
         return bad
+
+
+def _unmasked(entries: list[str], configured: list[str]) -> tuple[list[str], list[str]]:
+    """notify.urls as the page sent it, each masked entry back to the URL configured now that
+    it shows (each configured URL taken once), each URL once; and the problems of the entries
+    that are neither such a masked form nor a URL Apprise can use."""
+    left = list(configured)
+    urls: list[str] = []
+    problems: list[str] = []
+    for n, entry in enumerate(entries, start=1):
+        found = next((u for u in left if entry in (u, apprise_sender.masked(u))), None)
+        if found is not None:
+            left.remove(found)
+            url = found
+        elif apprise_sender.parse(entry) is not None:
+            url = entry
+        else:
+            problems.append(f"{URLS}: entry {n} ({apprise_sender.rough(entry)}) is not an "
+                            "Apprise URL this server can use")
+            continue
+        if url not in urls:
+            urls.append(url)
+    return urls, problems
 
 
 def _saved(ctx: EdgeContext) -> dict[str, Any]:

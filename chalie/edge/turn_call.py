@@ -5,7 +5,9 @@ of the SocketHub on the channel: registered before the message is delivered, it 
 channel's frames as a /ws client does, finds its exchange by the message's `client_id` (in the
 turn's opening `status` frame), passes on its progress (narration, an approval it waits for)
 and its answer's text as it streams (`message_delta`, `reset` included), and ends with the
-exchange's `done`.
+exchange's `done`. `on_frame`, when given, sees each of the exchange's frames itself (its
+opening `status` first): a client that shows more than the answer (the Telegram bridge's
+approval buttons) reads them there.
 
 The `client_id` makes the message idempotent: a message sent again with the same id (a retry)
 runs no second turn. Chalie shows the first one's frames again (the session re-pushes a stored
@@ -58,16 +60,19 @@ class TurnResult:
 
 Progress = Callable[[str], None]  # a sentence about what the turn is doing now
 Delta = Callable[[str, bool], None]  # (text, reset)
+FrameSeen = Callable[[dict[str, Any]], None]  # one of the exchange's frames, decoded
 
 
 class TurnCall:
     def __init__(self, ctx: EdgeContext, channel: str, client_id: str, *,
-                 on_progress: Progress | None = None, on_delta: Delta | None = None) -> None:
+                 on_progress: Progress | None = None, on_delta: Delta | None = None,
+                 on_frame: FrameSeen | None = None) -> None:
         self.ctx = ctx
         self.channel = channel
         self.client_id = client_id
         self._on_progress = on_progress
         self._on_delta = on_delta
+        self._on_frame = on_frame
         self._exchange: str | None = None
         self._result: TurnResult | None = None
         self._done: asyncio.Future[TurnResult] | None = None
@@ -113,6 +118,8 @@ class TurnCall:
         log.info("turn_call_follows_running", channel=self.channel, exchange_id=exchange)
         self._exchange = exchange
         self._result = TurnResult(exchange)
+        if self._on_frame is not None and frames:
+            self._on_frame(_decode(frames[0]))
         for frame in frames[1:]:
             self._take(_decode(frame))
 
@@ -137,10 +144,14 @@ class TurnCall:
                     and isinstance(frame.get("exchange_id"), str):
                 self._exchange = frame["exchange_id"]
                 self._result = TurnResult(self._exchange)
+                if self._on_frame is not None:
+                    self._on_frame(frame)
             return
         result = self._result
         if result is None or frame.get("exchange_id") != self._exchange:
             return
+        if self._on_frame is not None:
+            self._on_frame(frame)
         match kind:
             case "message_delta":
                 if self._on_delta is not None:

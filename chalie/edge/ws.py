@@ -32,6 +32,7 @@ from chalie.edge.frames import (
     BadFrame,
     ChatFrame,
     PongFrame,
+    PresenceFrame,
     ResumeFrame,
     SteerFrame,
     decode_client_frame,
@@ -161,6 +162,8 @@ class ChatSocket(tornado.websocket.WebSocketHandler):
                 ))
             case ResumeFrame(last_seq=last_seq):
                 self._resume(last_seq)
+            case PresenceFrame(visible=visible):
+                self.ctx.hub.seen(self, visible)
             case PongFrame():
                 pass
 

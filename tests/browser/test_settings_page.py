@@ -169,3 +169,37 @@ def test_a_fallback_is_set_in_its_own_table(
     assert (fallback["model"], fallback["address"]) == ("stub-model", llm.base_url)
     assert saved["llm.primary.fallback.model"]["source"] == "settings"
     assert saved["llm.model"]["source"] == "default"
+
+
+def test_away_settings_keep_the_bots_token_secret_and_the_choice_a_yes_or_no(
+    browser: WebDriver, serve: Servers, llm: StubLlm, shot: Shot
+) -> None:
+    """"Away from the page": the Telegram bot's token is typed into a password field, saved,
+    then shown only as set (never sent back; an empty field keeps it); whether to send while a
+    page is visible is a yes or no, saved as a boolean."""
+    bot_api = f"http://127.0.0.1:{llm.port}"  # the token is tried there, never on the internet
+    server = serve(telegram={"base_url": f"{bot_api}/bot", "base_file_url": f"{bot_api}/file/bot"})
+    login(browser, server, "/brain")
+    token = visible(browser, "#setting-telegram-token-input")
+    assert token.get_attribute("type") == "password"
+    assert token.get_attribute("placeholder") == "not set"
+    token.send_keys("123456:secret-bot-token-xyz")
+    Select(visible(browser, "#setting-notify-skip-when-visible-input")).select_by_visible_text(
+        "No: send it anyway")
+    visible(browser, "#settings-save").click()
+    wait_text(browser, "#settings-result", "In effect now: notify.skip_when_visible, "
+                                           "telegram.token.")
+    token = find(browser, "#setting-telegram-token-input")
+    assert token.get_attribute("value") == ""
+    assert token.get_attribute("placeholder") == "set (type a new one to replace it)"
+    with api(server) as client:
+        listed = {s["key"]: s for s in client.get("/api/settings").json()["settings"]}
+    assert listed["telegram.token"]["value"] is None
+    assert listed["telegram.token"]["set"] is True
+    assert listed["notify.skip_when_visible"]["value"] is False
+    into_view(browser, token)
+    shot(browser, "away-settings")
+    visible(browser, "#settings-save").click()  # nothing typed: the token stays
+    wait_text(browser, "#settings-result", "Nothing changed.")
+    assert "secret-bot-token-xyz" not in browser.page_source
+    assert not [line for line in server.lines if "secret-bot-token-xyz" in line]

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from chalie.edge.frames import KNOWN_TYPES, BadFrame, ChatFrame, PongFrame, decode_client_frame
+from chalie.edge.frames import (
+    KNOWN_TYPES,
+    BadFrame,
+    ChatFrame,
+    PongFrame,
+    PresenceFrame,
+    decode_client_frame,
+)
 
 
 def test_chat_frame_decodes_with_text_as_the_default_source() -> None:
@@ -75,3 +82,14 @@ def test_unknown_frame_type_error_lists_the_known_types(data: str, shown: str) -
     with pytest.raises(BadFrame) as caught:
         decode_client_frame(data)
     assert str(caught.value) == f"unknown frame type {shown}; known: {', '.join(KNOWN_TYPES)}"
+
+
+def test_a_presence_frame_says_whether_the_page_is_visible() -> None:
+    """`presence` carries one boolean; anything else is refused naming the field."""
+    assert decode_client_frame('{"type": "presence", "visible": true}') == PresenceFrame(True)
+    assert "presence" in KNOWN_TYPES
+    with pytest.raises(BadFrame) as caught:
+        decode_client_frame('{"type": "presence", "visible": "yes"}')
+    assert str(caught.value) == "bad `presence` frame: Expected `bool`, got `str` (field `visible`)"
+    with pytest.raises(BadFrame, match="missing required field `visible`"):
+        decode_client_frame('{"type": "presence"}')

@@ -96,3 +96,26 @@ def test_sockets_whose_login_ended_are_closed_and_the_others_stay() -> None:
     assert IOLoop.current().run_sync(scenario) == 1
     assert asked == [{"hash-mine", "hash-other"}]
     assert (mine.closed, other.closed, anonymous.closed) == ((1008, "logged out"), None, None)
+
+
+def test_a_page_counts_as_visible_from_its_presence_frame_until_it_hides_or_closes() -> None:
+    """visible_pages (read by the Delivery actor from its thread) counts the sockets whose page
+    said it is visible; one that never said, hid, or closed does not count."""
+    shown, hidden, silent = FakeSocket(), FakeSocket(), FakeSocket()
+
+    async def scenario() -> list[int]:
+        hub = SocketHub(IOLoop.current())
+        for sink in (shown, hidden, silent):
+            hub.register("main", sink)
+        counts = [hub.visible_pages]
+        hub.seen(shown, True)
+        hub.seen(hidden, True)
+        counts.append(hub.visible_pages)
+        hub.seen(hidden, False)
+        hub.seen(hidden, False)  # said twice: still not counted twice
+        counts.append(hub.visible_pages)
+        hub.unregister("main", shown)
+        counts.append(hub.visible_pages)
+        return counts
+
+    assert IOLoop.current().run_sync(scenario) == [0, 2, 1, 0]

@@ -171,6 +171,7 @@ def test_the_daily_cap_holds_back_a_second_message(tmp_path: Path, llm: StubLlm)
                                                "daily_cap": 1}).start()
     try:
         client = server.connect()
+        client.send({"type": "resume", "last_seq": 0})  # it may have come before the connect
         assert until_type(client, "notification")["content"] == "First thought."
         api(server, server.login()).post("/api/signals", json={
             "signal_type": "notice", "content": "Rain tonight", "activation_energy": 0.9})

@@ -16,8 +16,8 @@ drawn ids, and (all but DELETE, which would remove what the rest needs) with the
 something that exists, so the found path is checked too. Besides the drawn bodies, an
 operation's example body in the document is sent (schemathesis's explicit phase): a drawn one
 is seldom one a handler takes (a cron expression, a signal type). A subscription's URL, and a
-model's address saved or tested in the settings, are pointed at loopback whatever was drawn:
-nothing leaves this machine.
+model's address saved or tested in the settings, and a device's push endpoint, are pointed at
+loopback whatever was drawn: nothing leaves this machine.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from schemathesis.specs.openapi.checks import (
 
 from tests.integration.harness import ServerProcess, StubLlm
 from tests.integration.stub_interface import StubInterface, pair
+from tests.push_service import PushService
 
 EXAMPLES = int(os.environ.get("CHALIE_OPENAPI_EXAMPLES", "12"))
 METRICS_TOKEN = "metrics-token-for-the-fuzz"
@@ -68,13 +69,16 @@ class Served:
     token: str  # the paired stub interface's bearer token
     api_token: str  # a scoped API token with every scope (POST /api/tokens)
     known: dict[str, str]  # path parameter -> the id of something that exists
+    push: PushService  # where every device subscribed by the fuzz points (unknown there: 404)
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    llm, iface = StubLlm(), StubInterface()
+    llm, iface, push = StubLlm(), StubInterface(), PushService()
+    bot_api = f"http://127.0.0.1:{llm.port}"  # a fuzzed telegram.token reaches nothing else
     server = ServerProcess(Path(tmp_path_factory.mktemp("openapi")), llm, server={
-        "rest_rate_per_min": 0, "metrics_token": METRICS_TOKEN}).start()
+        "rest_rate_per_min": 0, "metrics_token": METRICS_TOKEN}, telegram={
+        "base_url": f"{bot_api}/bot", "base_file_url": f"{bot_api}/file/bot"}).start()
     try:
         cookie = server.login()
         interface_id, token = pair(server.url, cookie, iface, name="fuzzed", signals=["*"])
@@ -83,11 +87,12 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
             api_token = http.post("/api/tokens", json={
                 "name": "fuzzed", "scopes": ["memory:read", "memory:write", "chat",
                                              "signals"]}).json()["token"]
-        yield Served(server, llm, cookie, token, api_token, known)
+        yield Served(server, llm, cookie, token, api_token, known, push)
     finally:
         server.kill()
         iface.stop()
         llm.close()
+        push.close()
 
 
 def _made(server: ServerProcess, cookie: str) -> dict[str, str]:
@@ -124,7 +129,7 @@ def test_every_operation_answers_as_documented(served: Served) -> None:
     assert fuzz.failures == [], "\n\n".join(fuzz.failures)
     assert [o.label for o in operations][-1] == LAST
     assert {o.label for o in operations} == documented - {SELF}
-    assert len(operations) == 51
+    assert len(operations) == 62
     assert served.server.errors() == [], served.server.errors()[:3]
     assert not [line for line in served.server.lines if "Traceback" in line]
 
@@ -187,11 +192,24 @@ class Fuzz:
 
     def to_loopback(self, case: Any) -> None:
         """Point a drawn subscription URL at the stub LLM (no WebSocket there: the stream fails
-        and retries), so no connection leaves this machine."""
+        and retries), and a drawn push endpoint at the push service stand-in, so no connection
+        leaves this machine."""
         body = case.body
         if case.operation.label == "POST /api/subscriptions" and isinstance(body, dict) \
                 and isinstance(body.get("url"), str):
             body["url"] = f"ws://127.0.0.1:{self.served.llm.port}/feed"
+        # A device's push endpoint: the push service stand-in's, whatever was drawn.
+        if case.operation.label == "POST /api/push/subscriptions" and isinstance(body, dict) \
+                and isinstance(body.get("endpoint"), str):
+            body["endpoint"] = self.served.push.endpoint("fuzzed")
+        # A notification service: a json:// hook on the stub, whatever was drawn.
+        hook = f"json://127.0.0.1:{self.served.llm.port}/hook"
+        if case.operation.label == "POST /api/notify/test" and isinstance(body, dict) \
+                and isinstance(body.get("url"), str):
+            body["url"] = hook
+        if case.operation.label == "PATCH /api/settings" and isinstance(body, dict) \
+                and isinstance(body.get("notify.urls"), list):
+            body["notify.urls"] = [hook for _ in body["notify.urls"]]
         # A model's address, saved or tested: the stub's, whatever was drawn.
         if case.operation.label in ("PATCH /api/settings", "POST /api/settings/test") \
                 and isinstance(body, dict):

@@ -16,6 +16,8 @@ import { spendingSection, proactiveSection } from './brain-spending.js';
 import { stateSection } from './brain-state.js';
 import { showNotices } from './brain-notices.js';
 import { settingsSection } from './brain-settings.js';
+import { deliverySection } from './brain-delivery.js';
+import { telegramSection } from './brain-telegram.js';
 import { createHealthWatch } from './health-watch.js';
 import { startBanner } from './health-banner.js';
 
@@ -25,7 +27,7 @@ const SECTIONS = [
   pairingSection, interfacesSection, mcpSection, approvalsSection, allowancesSection,
   tokensSection, subscriptionsSection,
   memorySection, goalsSection, schedulesSection, stateSection, signalsSection, turnsSection,
-  spendingSection, proactiveSection, settingsSection,
+  spendingSection, proactiveSection, deliverySection, telegramSection, settingsSection,
 ];
 
 /** What a section's code gets: its element, a way to reload it, and to report errors. */

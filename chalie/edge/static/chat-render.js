@@ -25,6 +25,12 @@ const SOURCE_WORDS = {
   interface: "From a paired program",
 };
 
+// The node a frame with a seq became carries it (data-seq), so that a notification's link
+// (/#seq-<seq>) can find it.
+function markSeq(node, frame) {
+  if (node && typeof frame.seq === "number" && frame.seq > 0) node.dataset.seq = String(frame.seq);
+}
+
 export function el(tag, className, text) {
   const node = document.createElement(tag);
   if (className) node.className = className;
@@ -182,6 +188,8 @@ export function createRenderer({ log, announce, sendAction, onRunningChange }) {
     if (frame.stage === "processing") {
       if (!ex.user && (frame.text || frame.image_ids)) {
         ex.user = userMessage(frame.text, frame.image_ids);
+        // The turn's channel, when the person wrote from elsewhere than a page.
+        if (frame.source === "telegram") ex.user.append(el("small", "msg-via muted", "via Telegram"));
         ex.article.prepend(ex.user);
       }
       if (!ex.done) { running.add(frame.exchange_id); notifyRunning(); }
@@ -229,6 +237,7 @@ export function createRenderer({ log, announce, sendAction, onRunningChange }) {
     answer.innerHTML = (Array.isArray(frame.blocks) ? frame.blocks : [])
       .map((b) => renderMarkdown(b && b.text)).join("\n");
     answer.dataset.state = "final";
+    markSeq(answer, frame);
     ex.final = true;
     ex.text = text;
     setMetrics(ex, frame.metrics);
@@ -251,12 +260,14 @@ export function createRenderer({ log, announce, sendAction, onRunningChange }) {
     const message = String(frame.message ?? "Something went wrong.");
     if (!frame.exchange_id) {
       const p = el("p", "error", message);
+      markSeq(p, frame);
       appendToLog(p);
       if (live) announce(`Error: ${message}`);
       return;
     }
     const ex = exchangeFor(frame.exchange_id);
     const p = el("p", "error", message);
+    markSeq(p, frame);
     if (ex.error) ex.error.after(p); else (ex.answer || ex.timeline).after(p);
     ex.error = p;
     if (!ex.metrics) setMetrics(ex, frame.metrics);
@@ -265,6 +276,7 @@ export function createRenderer({ log, announce, sendAction, onRunningChange }) {
 
   function onCard(frame) {
     const figure = createCard(frame);
+    markSeq(figure, frame);
     if (frame.exchange_id) exchangeFor(frame.exchange_id).timeline.append(figure);
     else appendToLog(figure);
   }
@@ -273,6 +285,7 @@ export function createRenderer({ log, announce, sendAction, onRunningChange }) {
     if (frame.held) { onHeldEscalation(frame, live); return; }
     const ex = exchangeFor(frame.exchange_id);
     const escalation = createEscalation(frame, sendAction);
+    markSeq(escalation.node, frame);
     ex.escalations.push(escalation);
     ex.timeline.append(escalation.node);
     if (ex.done) { settleEscalation(escalation); return; }
@@ -290,6 +303,7 @@ export function createRenderer({ log, announce, sendAction, onRunningChange }) {
     const id = String(frame.approval_id);
     if (held.has(id)) return;
     const escalation = createEscalation(frame, sendAction);
+    markSeq(escalation.node, frame);
     held.set(id, escalation);
     appendToLog(escalation.node);
     if (live) announce(`Chalie asks before using ${frame.tool}: ${sentence(frame.content)} Approve or deny it.`);
@@ -319,6 +333,7 @@ export function createRenderer({ log, announce, sendAction, onRunningChange }) {
   function onNotification(frame, live) {
     const article = el("article", "notification");
     article.dataset.source = frame.source || "";
+    markSeq(article, frame);
     const source = frame.program ? `From ${frame.program}, a paired program`
       : SOURCE_WORDS[frame.source] || "Notification";
     article.append(el("p", "notification-source", source));

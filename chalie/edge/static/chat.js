@@ -2,6 +2,7 @@
 // composer (chat-composer.js), and what /health says (the banner; the setup card while no
 // model answers). Sends a chat, or steers the running turn, from the same
 // input; keeps the connection badge, the Send/Steer mode, the live region and the scroll.
+// An address ending in #seq-<n> (a notification's link) shows that message, marked.
 
 import { createConnection, newClientId } from "./socket.js";
 import { createRenderer } from "./chat-render.js";
@@ -9,6 +10,7 @@ import { createComposer } from "./chat-composer.js";
 import { createHealthWatch } from "./health-watch.js";
 import { startBanner } from "./health-banner.js";
 import { startSetupCard } from "./setup-card.js";
+import { onOpenRequest, registerWorker } from "./app-shell.js";
 
 const MAX_FRAME_BYTES = 60000; // under the server's 64 KiB frame limit, with room for the JSON
 const NEAR_BOTTOM_PX = 80;
@@ -74,6 +76,41 @@ jump.addEventListener("click", () => {
   input.focus();
 });
 
+// -- the message the address names (#seq-<n>, a notification's link): scrolled to and marked
+// once it is there (after the history replay that brings it, so that the replay's newer
+// messages do not scroll it away) --
+
+let wantedSeq = null;
+
+function revealWanted() {
+  if (!wantedSeq) return;
+  const node = log.querySelector(`[data-seq="${wantedSeq}"]`);
+  if (!node) return;
+  wantedSeq = null;
+  for (const old of log.querySelectorAll(".highlight")) old.classList.remove("highlight");
+  node.classList.add("highlight");
+  followNewest = false;
+  if (!node.hasAttribute("tabindex")) node.tabIndex = -1;
+  node.scrollIntoView({ block: "center" });
+  node.focus({ preventScroll: true });
+  jump.hidden = isNearBottom();
+}
+
+function wantHash() {
+  const match = /^#seq-(\d+)$/.exec(location.hash);
+  wantedSeq = match ? match[1] : null;
+  revealWanted();
+}
+
+window.addEventListener("hashchange", wantHash);
+// A notification clicked while this tab is open: the worker asks it to show the message.
+onOpenRequest((url) => {
+  const target = new URL(url, location.href);
+  if (target.pathname !== location.pathname) { location.assign(target.href); return; }
+  history.replaceState(null, "", target.hash || location.pathname);
+  wantHash();
+});
+
 // -- the running turn: Send or Steer --
 
 // Steering needs the socket: while it is down, what the person sends is a chat, queued.
@@ -107,6 +144,7 @@ function startReplay() {
 function endReplay() {
   clearTimeout(replayTimer);
   replaying = false;
+  revealWanted();
 }
 
 function noteReplayFrame() {
@@ -145,6 +183,7 @@ const connection = createConnection({
   onFrame(frame) {
     if (replaying) noteReplayFrame();
     renderer.renderFrame(frame, !replaying);
+    if (!replaying) revealWanted();
   },
   onDelta(frame) {
     endReplay();
@@ -221,8 +260,10 @@ stop.addEventListener("click", () => {
 
 showConnection("connecting");
 for (const chat of connection.pending()) renderer.showEcho(chat, false);
+wantHash();
 connection.start();
 health.refresh();
+registerWorker();
 // Just logged in (login.js leaves a mark for this tab): the message box has the focus.
 try {
   if (sessionStorage.getItem(JUST_LOGGED_IN)) {

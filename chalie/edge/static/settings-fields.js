@@ -1,6 +1,8 @@
 // The dashboard's form for the settings that are not a model: the embedder, the time zone,
 // quiet hours, the daily cap on proactive messages, the background budgets, the tools that ask
-// first or never run, retention and backups. Each field shows where its value comes from, is
+// first or never run, retention and backups, and reaching the person away from the page (the
+// Telegram bot's token is a secret: never shown, only whether it is set; an empty field keeps
+// it). Each field shows where its value comes from, is
 // locked when the environment sets it, says when a change waits for a restart, and (when saved
 // here) can go back to the config file's value or the default. "Save settings" sends the keys
 // that changed (PATCH /api/settings); a refused change names its key beside its field.
@@ -28,6 +30,21 @@ export const GROUPS = [
   { id: 'settings-tools', title: 'Tools', fields: [
     ['tools.confirm', 'Ask me before running (tool names, comma separated)'],
     ['tools.block', 'Never run (tool names, comma separated)']] },
+  { id: 'settings-away', title: 'Away from the page', fields: [
+    ['notify.skip_when_visible', 'Send nothing away while a page of mine is open and visible',
+      { choices: [['true', 'Yes'], ['false', 'No: send it anyway']] }],
+    ['push.subject', 'Contact push services see (mailto: or https:)'],
+    ['push.ttl_s', 'A push waits for an offline device at most (seconds)'],
+    ['notify.retry_initial_s', 'A failed send is tried again after (seconds, doubling)'],
+    ['notify.retry_max_s', '… at most this long apart (seconds)'],
+    ['notify.give_up_s', 'Given up after (seconds)'],
+    ['notify.timeout_s', 'Each send waits at most (seconds)'],
+    ['notify.log_days', 'Keep the delivery log (days)'],
+    ['telegram.token', 'Telegram bot token (from @BotFather)'],
+    ['telegram.base_url', 'Telegram Bot API address'],
+    ['telegram.base_file_url', 'Telegram Bot API file address'],
+    ['telegram.pairing_code_ttl_s', 'A pairing code is good for (seconds)'],
+    ['telegram.edit_every_s', 'An answer in Telegram is edited at most every (seconds)']] },
   { id: 'settings-store', title: 'Retention and backups', fields: [
     ['store.transcript_days', 'Keep the transcript (days)'],
     ['store.tool_calls_days', 'Keep tool-call records (days)'],
@@ -48,6 +65,7 @@ function inputFor(key, setting, options) {
   if (typeof setting.value === 'number') {
     return el('input', { id, type: 'number', min: '0', step: 'any', inputMode: 'decimal' });
   }
+  if (setting.secret) return el('input', { id, type: 'password', autocomplete: 'new-password' });
   return el('input', { id, autocomplete: 'off' });
 }
 
@@ -57,6 +75,8 @@ function shown(value) {
 }
 
 function parsed(input, setting) {
+  if (setting.secret) return input.value.trim() === '' ? setting.value : input.value.trim();
+  if (typeof setting.value === 'boolean') return input.value === 'true';
   if (Array.isArray(setting.value)) return input.value.split(',').map((s) => s.trim()).filter(Boolean);
   if (typeof setting.value === 'number') return input.value === '' ? setting.value : Number(input.value);
   return input.value.trim();
@@ -98,6 +118,7 @@ export function createSettingsForm(settings, { onSaved = () => {} } = {}) {
       const setting = next.get(key) || field.setting;
       field.setting = setting;
       field.input.value = shown(setting.value);
+      if (setting.secret) field.input.placeholder = setting.set ? 'set (type a new one to replace it)' : 'not set';
       field.input.disabled = setting.locked;
       field.reset.hidden = setting.locked || setting.source !== 'settings';
       const meta = metaLine(setting, field.meta.id);

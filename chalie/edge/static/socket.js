@@ -1,5 +1,6 @@
 // The chat page's connection to /ws: login check, resume from the last seq, pending chats that
-// survive reloads and reconnects, backoff with jitter, keepalive. It renders nothing; it hands
+// survive reloads and reconnects, backoff with jitter, keepalive, and whether the page is
+// visible (a `presence` frame after each resume and on every visibility change). It renders nothing; it hands
 // each new frame to the page exactly once.
 //
 // Reliability contract: every frame with a seq at or below the last one seen is dropped (a
@@ -79,6 +80,12 @@ export function createConnection(handlers) {
     if (!isOpen()) return false;
     socket.send(JSON.stringify(frame));
     return true;
+  }
+
+  // Whether the person can see this page: while one of their pages is visible, the server
+  // sends nothing to their devices (notify.skip_when_visible).
+  function sendPresence() {
+    sendRaw({ type: "presence", visible: document.visibilityState === "visible" });
   }
 
   function sendPendingChat(chat) {
@@ -162,6 +169,7 @@ export function createConnection(handlers) {
       lastPingAt = 0;
       pingGapMs = 0;
       ws.send(JSON.stringify({ type: "resume", last_seq: lastSeq }));
+      sendPresence();
       for (const chat of pending.slice()) sendPendingChat(chat);
       setState("open");
       handlers.onPendingChange?.(pending.slice());
@@ -189,6 +197,7 @@ export function createConnection(handlers) {
   });
   document.addEventListener("visibilitychange", () => {
     if (document.visibilityState === "visible" && !socket) reconnectNow();
+    else sendPresence();
   });
 
   return {
