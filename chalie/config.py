@@ -187,6 +187,9 @@ class MemoryConfig(_Section, frozen=True):
     recency_days: float
     retrieval_decay: float
     snapshots_kept: int
+    update_candidates: int
+    update_similarity: float
+    encoder_known_facts: int
 
 
 class ContextConfig(_Section, frozen=True):

@@ -28,6 +28,7 @@ from chalie.config import (
     Config,
     LlmConfig,
     McpConfig,
+    MemoryConfig,
     parse_span,
 )
 from chalie.errors import ConfigError
@@ -58,6 +59,7 @@ _POSITIVE = {
     "memory.query_embed_timeout_s", "memory.embed_threads",
     "memory.embed_batch", "memory.encode_every_rows", "memory.encode_max_rows",
     "memory.recall_k", "memory.recency_days", "memory.snapshots_kept", "context.reply_reserve",
+    "memory.update_candidates",
     "interfaces.pairing_key_ttl_s", "interfaces.health_interval_s", "interfaces.health_failures",
     "interfaces.health_timeout_s", "interfaces.connect_timeout_s", "interfaces.execute_timeout_s",
     "interfaces.max_response_bytes", "signals.rate_per_min", "signals.world_max",
@@ -78,6 +80,7 @@ _NON_NEGATIVE = {
     "llm.retries", "llm.retry_backoff_s", "llm.max_retry_after_s", "llm.threads",
     "act.history_turns", "supervisor.backoff_initial_s",
     "supervisor.backoff_max_s", "memory.retrieval_decay", "memory.index_delay_s",
+    "memory.encoder_known_facts",
     "context.identity", "context.state", "context.memory", "context.tools", "context.history",
     "signals.min_salience", "dmn.signal_debounce_s", "dmn.busy_s", "dmn.boot_delay_s",
     "dmn.daily_cap", "scheduler.catch_up_s",
@@ -219,11 +222,7 @@ def _convert(merged: dict[str, Any]) -> Config:
                           f"must be at least 1 - act.compaction_threshold ({1 - threshold:g}) and "
                           f"below 1, got {reserve:g}: a prompt whose sections are full would "
                           "otherwise be compacted before its first call")
-    memory = config.memory
-    if memory.encode_max_rows < memory.encode_every_rows:
-        raise ConfigError("memory.encode_max_rows",
-                          f"must be at least memory.encode_every_rows "
-                          f"({memory.encode_every_rows}), got {memory.encode_max_rows}")
+    _check_memory(config.memory)
     if not CHANNEL_RE.match(config.interfaces.notify_channel):
         raise ConfigError("interfaces.notify_channel",
                           "1-64 letters, digits, '_', '.' or '-' (a /ws channel name), got "
@@ -254,6 +253,17 @@ def _convert(merged: dict[str, Any]) -> Config:
                               f"{getattr(config.telegram, key)!r}")
     _check_llm(config.llm)
     return config
+
+
+def _check_memory(memory: MemoryConfig) -> None:
+    if memory.encode_max_rows < memory.encode_every_rows:
+        raise ConfigError("memory.encode_max_rows",
+                          f"must be at least memory.encode_every_rows "
+                          f"({memory.encode_every_rows}), got {memory.encode_max_rows}")
+    if not -1 <= memory.update_similarity < 1:
+        raise ConfigError("memory.update_similarity",
+                          f"must be a cosine similarity from -1 to below 1, got "
+                          f"{memory.update_similarity:g}")
 
 
 def _check_llm(llm: LlmConfig) -> None:

@@ -6,7 +6,9 @@ Two background duties, both nudged by the StoreWriter after it stores something 
   window into episodes and facts, which the StoreWriter stores with the new encoding mark. Facts
   come only from the person's own lines, each stored with the transcript id of its line: one
   the answer puts on a paired program's line or on Chalie's is dropped and logged
-  (`encoder_fact_dropped`, chalie/memory/encoding.py). An answer that does not fit the schema
+  (`encoder_fact_dropped`, chalie/memory/encoding.py). The prompt shows the current facts
+  nearest in meaning to the person's lines, and a new fact names those it supersedes
+  (chalie.memory.updates). An answer that does not fit the schema
   is retried once; a second bad answer, or a failed call, skips the window (a metric), and the
   channel's encoding backs off (chalie/background/backoff.py: the log says so once, /health
   and the dashboard show why): nudges are ignored until the wait, doubling after each failure
@@ -26,7 +28,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
@@ -57,12 +59,14 @@ from chalie.clock import Clock, Timer
 from chalie.config import LlmConfig, MemoryConfig
 from chalie.errors import LlmError, StructuredOutputError
 from chalie.llm.types import LlmProvider
-from chalie.memory import encoding
+from chalie.memory import encoding, updates
 from chalie.memory.embedders import Embedder
 from chalie.metrics import Metrics
 from chalie.prompts import Prompts
 from chalie.store import memory_queries as mq
 from chalie.store.concept_rows import ConceptRow
+from chalie.store.fact_rows import StoredFact
+from chalie.store.memory_queries import WindowLine
 from chalie.store.memory_writes import SnapshotRow
 from chalie.values.memory import Kind
 
@@ -222,8 +226,10 @@ class Encoder(SupervisedActor):
         # While the channel backs off, the backoff said so once: a failed retry is info.
         warn = log.warning if d.backoff is None or d.backoff.failing(ENCODER, channel) is None \
             else log.info
+        known = self._known(lines)
+        shown = {fact.id for fact in known}
         for attempt in (1, 2):
-            req = encoding.request(d.prompts, lines, retry_error=error)
+            req = encoding.request(d.prompts, lines, retry_error=error, known=known)
             snaps.append(snapshot(req, call=attempt, purpose="episode_encoding",
                                   now=d.clock.time()))
             try:
@@ -232,7 +238,8 @@ class Encoder(SupervisedActor):
                 calls += 1
                 with structlog.contextvars.bound_contextvars(channel=channel,
                                                              encoding_id=encoding_id):
-                    window = encoding.to_window(encoding.parse(answer.text), lines)
+                    window = encoding.to_window(encoding.parse(answer.text), lines,
+                                                known=shown)
             except StructuredOutputError as e:
                 error = str(e)
                 d.metrics.encodings.labels(outcome="retried" if attempt == 1 else "skipped").inc()
@@ -257,6 +264,16 @@ class Encoder(SupervisedActor):
             error = f"the light model cannot write the episode JSON: {error}"
         self._tell(SaveSnapshots(encoding_id, tuple(snaps), tokens=tokens, llm_calls=calls))
         return EncodeWindow(channel, stored=False, error=error or "")
+
+    def _known(self, lines: Sequence[WindowLine]) -> list[StoredFact]:
+        """The current facts nearest in meaning to the person's lines of the window, which a
+        fact the window states may replace (chalie.memory.updates)."""
+        d = self._d
+        said = [line.text for line in lines if line.role == encoding.PERSON]
+        return updates.for_lines(d.read(), said, embedder=d.embedder, space_id=d.space_id,
+                                 limit=d.memory.encoder_known_facts,
+                                 min_similarity=d.memory.update_similarity,
+                                 timeout_s=d.memory.embed_timeout_s)
 
     def _concepts(self, names: tuple[str, ...]) -> tuple[ConceptRow, ...]:
         """The window's concepts with their vectors (so that near-duplicates merge); when the

@@ -18,14 +18,15 @@ import msgspec
 import structlog
 
 from chalie.llm.types import ToolSpec, estimate_tokens
-from chalie.memory import assembly
+from chalie.memory import assembly, updates
 from chalie.memory.assembly import PINNED, Piece
 from chalie.memory.recall import Hit, Recall, Recalled
 from chalie.memory.redact import Redactor
 from chalie.prompts import Prompts
+from chalie.store import fact_rows, queries
 from chalie.store import memory_queries as mq
-from chalie.store import queries
 from chalie.store.effects import RememberFact
+from chalie.store.fact_rows import Before
 from chalie.store.queries import Checkpoint, HistoryLine
 from chalie.values.memory import Item, Kind, MemoryLine, knowledge_text, memory_text, mkey
 from chalie.world.signals import Salient
@@ -165,8 +166,11 @@ def build(
         log.exception("recall_failed")
         found = Recalled((), degraded=f"recall failed: {e!r}")
     headings: dict[str, str] = {}  # each day's heading, rendered once
+    # A recalled fact shows what it replaced ("home: Porto (since ...; before: Lisbon)").
+    replaced = fact_rows.replaced(conn, [h.item.id for h in found.hits
+                                         if h.item.kind == "knowledge"])
     kept, memory_used = _fill(prompts, redact, tokens, found.hits, memory_budget,
-                                headings=headings)
+                                headings=headings, replaced=replaced)
     best = sorted((h for h, _ in kept if h.beside is None), key=lambda h: -h.score)[:REINFORCED]
     chosen = {hit.item.mkey for hit in best}
     lines = tuple(MemoryLine(_heading(prompts, headings, hit.item.created_at), line, hit.score,
@@ -205,8 +209,8 @@ def build(
 
 
 def _fill(prompts: Prompts, redact: Redactor, tokens: Callable[[str], int],
-          hits: Sequence[Hit], budget: int, *,
-          headings: dict[str, str]) -> tuple[list[tuple[Hit, str]], int]:
+          hits: Sequence[Hit], budget: int, *, headings: dict[str, str],
+          replaced: dict[int, list[Before]]) -> tuple[list[tuple[Hit, str]], int]:
     """The memory section's items and the tokens they use: the most relevant while the budget
     lasts (one that does not fit is skipped for a smaller one; a text already kept is not
     kept again), then in the order they were said, so that a recalled line sits beside its
@@ -223,7 +227,7 @@ def _fill(prompts: Prompts, redact: Redactor, tokens: Callable[[str], int],
         if words in said:
             continue
         said.add(words)
-        line = redact(_memory_line(prompts, hit), hit.item.created_at)
+        line = redact(_memory_line(prompts, hit, replaced), hit.item.created_at)
         day = _day(hit.item.created_at)
         cost = tokens(line) + (0 if day in days
                                else tokens(_heading(prompts, headings, hit.item.created_at)))
@@ -308,12 +312,16 @@ def _identity_line(prompts: Prompts, item: Item) -> str:
     return prompts.fragment("identity_item", key=key, value=value)
 
 
-def _memory_line(prompts: Prompts, hit: Hit) -> str:
-    """One recalled item, without its day (the section shows each day once, above its items)."""
+def _memory_line(prompts: Prompts, hit: Hit,
+                 replaced: dict[int, list[Before]] | None = None) -> str:
+    """One recalled item, without its day (the section shows each day once, above its items);
+    a fact with the values it replaced."""
     item = hit.item
     text = " ".join(item.text.split())
     if len(text) > MEMORY_ITEM_CHARS:
         text = text[:MEMORY_ITEM_CHARS].rstrip() + "…"
+    if item.kind == "knowledge" and replaced and (before := replaced.get(item.id)):
+        text = updates.with_history(prompts, item.key or "", text, item.created_at, before)
     match item.kind:
         case "message" if item.role == "program":
             return prompts.fragment("recalled_program",

@@ -11,11 +11,15 @@ of the person's own in the window. One said on a paired program's line (a progra
 the person is no fact of theirs), on Chalie's, or on no line of the window is dropped, and the
 log says so (`encoder_fact_dropped`, with the reason); a kept fact carries the transcript id of
 its line (`source_line`).
+
+Knowledge that updates: the prompt shows the current facts nearest in meaning to the person's
+lines (chalie.memory.updates), by id, and a fact names under `replaces` those it makes untrue
+("moved to Porto" over "home: Lisbon"). Only ids the prompt showed are kept.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -25,8 +29,10 @@ import structlog
 from chalie.errors import StructuredOutputError
 from chalie.llm.structured import decode_structured, structured
 from chalie.llm.types import ChatRequest, Message
+from chalie.memory import updates
 from chalie.prompts import Prompts
 from chalie.store.effects import RememberFact
+from chalie.store.fact_rows import StoredFact
 from chalie.store.memory_queries import WindowLine
 from chalie.store.memory_writes import EpisodeRow
 from chalie.values.keys import MAX_KEY_CHARS, normalise_key
@@ -65,6 +71,9 @@ class EncodedFact(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     value: Annotated[str, msgspec.Meta(min_length=1)]
     kind: Literal["fact", "trait", "preference"]
     line: Annotated[int, msgspec.Meta(ge=1)]
+    # ids of the known facts shown in the prompt that this one makes untrue (optional: an
+    # answer without it, from a model that leaves it out, replaces nothing)
+    replaces: Annotated[list[int], msgspec.Meta(max_length=MAX_FACTS)] = []
 
 
 class RelatedConcept(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -102,7 +111,9 @@ class Window(msgspec.Struct, frozen=True):
 
 
 def request(prompts: Prompts, lines: Sequence[WindowLine], *,
-            retry_error: str | None = None) -> ChatRequest:
+            retry_error: str | None = None, known: Sequence[StoredFact] = ()) -> ChatRequest:
+    """The encoding request for a window; `known`: the current facts nearest to the person's
+    lines (chalie.memory.updates.for_lines), which a fact it finds may replace."""
     f = prompts.fragment
     shown = []
     for n, line in enumerate(lines, 1):
@@ -114,7 +125,10 @@ def request(prompts: Prompts, lines: Sequence[WindowLine], *,
                if line.role == "program" else f("encoding_assistant"))
         at = datetime.fromtimestamp(line.created_at, UTC).strftime("%Y-%m-%d %H:%M")
         shown.append(f("encoding_line", n=n, who=who, time=at, text=text))
-    body = prompts.render("episode_encoding", count=str(len(lines)), lines="\n".join(shown))
+    facts = f("encoding_known", facts="\n".join(updates.listed(prompts, k) for k in known)) \
+        if known else f("encoding_known_none")
+    body = prompts.render("episode_encoding", count=str(len(lines)), lines="\n".join(shown),
+                          known=facts)
     if retry_error is not None:
         body = f"{body}\n\n{f('encoding_retry', error=retry_error)}"
     return ChatRequest(system="", messages=(Message("user", body),), response_format=FORMAT)
@@ -154,11 +168,13 @@ def parse(text: str) -> Encoding:
     return encoding
 
 
-def to_window(encoding: Encoding, lines: Sequence[WindowLine]) -> Window:
+def to_window(encoding: Encoding, lines: Sequence[WindowLine], *,
+              known: Collection[int] = ()) -> Window:
     """Line numbers become transcript ids (an episode's pulled into the window), texts are
     trimmed, fact keys normalised. A fact is kept only when its line is the person's (see the
     module's docstring); one whose key normalises to nothing, or is longer than a key may be,
-    is dropped too (never cut: two long keys must not become one)."""
+    is dropped too (never cut: two long keys must not become one). A fact replaces only known
+    facts the prompt showed (the ids in `known`): another id is dropped, and logged."""
     last = len(lines)
 
     def line_at(n: int) -> WindowLine:
@@ -184,6 +200,7 @@ def to_window(encoding: Encoding, lines: Sequence[WindowLine]) -> Window:
                 key=key, value=value, kind="trait" if key == "name" else fact.kind,
                 source="encoder", confidence=ENCODER_CONFIDENCE,
                 observed_at=said.created_at, source_line=said.id,
+                replaces=_shown(fact, known),
             ))
     turn_ids = [line.turn_id for line in lines if line.turn_id]
     names: dict[str, None] = {}
@@ -219,6 +236,15 @@ def _persons_line(fact: EncodedFact, lines: Sequence[WindowLine]) -> WindowLine 
                  speaker=said.speaker)
         return None
     return said
+
+
+def _shown(fact: EncodedFact, known: Collection[int]) -> tuple[int, ...]:
+    """The ids a fact replaces that were shown to the encoder; others are logged."""
+    kept = tuple(i for i in dict.fromkeys(fact.replaces) if i in known)
+    if len(kept) < len(set(fact.replaces)):
+        log.info("encoder_replaces_dropped", key=fact.key[:MAX_KEY_CHARS],
+                 ids=sorted(set(fact.replaces) - set(kept)), reason="not_shown")
+    return kept
 
 
 def _before_the_window(fact: Any) -> bool:

@@ -116,6 +116,14 @@ class Recall:
         return self._space_id
 
     @property
+    def embedder(self) -> Embedder | None:
+        return self._embedder
+
+    @property
+    def config(self) -> MemoryConfig:
+        return self._config
+
+    @property
     def semantic(self) -> bool:
         """Whether it has an embedder whose vectors say what a text means: any but the lexical
         hashed one."""

@@ -23,6 +23,11 @@ class RememberFact(msgspec.Struct, frozen=True, tag=True):
     # The transcript id of the person's line it was stated on (the encoder's facts); None for a
     # fact a tool or the identity hook stored, in the turn it is stored with.
     source_line: int | None = None
+    # Current facts under other keys that this one makes untrue ("home: Lisbon" for "city:
+    # Porto"), by knowledge id: the model named them from the candidates it was shown
+    # (chalie.memory.updates). Each is superseded by this fact, keeping its validity interval;
+    # one already superseded, forgotten or newer than this fact is left as it is.
+    replaces: tuple[int, ...] = ()
 
 
 class ForgetFact(msgspec.Struct, frozen=True, tag=True):

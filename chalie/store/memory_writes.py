@@ -78,9 +78,10 @@ def add_transcript(conn: apsw.Connection, channel: str, turn_id: str | None, *, 
 def remember(conn: apsw.Connection, fact: RememberFact, *, turn_id: str | None,
              now: float) -> int | None:
     """Store `fact`, superseding the current item with its key (normalised here too, so every
-    way in meets), with where it came from (`source`, and `source_line` for the encoder's).
-    Returns the new id, or None when nothing changed (same value, or the current item is newer
-    than the fact)."""
+    way in meets) and the current items it names in `replaces`, with where it came from
+    (`source`, and `source_line` for the encoder's). Returns the new id, or None when no new
+    item was stored (same value: the facts it replaces are still superseded, by the item that
+    holds that value; or the current item is newer than the fact)."""
     key = normalise_key(fact.key) or fact.key
     if key != fact.key:
         fact = msgspec.structs.replace(fact, key=key)
@@ -88,15 +89,15 @@ def remember(conn: apsw.Connection, fact: RememberFact, *, turn_id: str | None,
         "SELECT id, value, created_at FROM knowledge WHERE key = ? AND superseded_at IS NULL",
         (fact.key,),
     ).fetchone()
-    if old is not None:
-        old_id, old_value, old_at = int(old[0]), str(old[1]), float(old[2])
-        if old_value == fact.value:
-            return None
-        if fact.observed_at is not None and old_at > fact.observed_at:
-            return None  # the encoder read older messages than what is known now
     # A fact is true from when it was said: now, or (read from older messages) then.
     since = now if fact.observed_at is None else min(now, fact.observed_at)
     if old is not None:
+        old_id, old_value, old_at = int(old[0]), str(old[1]), float(old[2])
+        if old_value == fact.value:
+            _supersede(conn, fact.replaces, by=old_id, at=since)
+            return None
+        if fact.observed_at is not None and old_at > fact.observed_at:
+            return None  # the encoder read older messages than what is known now
         conn.execute("UPDATE knowledge SET superseded_at = ? WHERE id = ?", (since, old_id))
         unindex(conn, mkey(Kind.KNOWLEDGE, old_id))
     conn.execute(
@@ -109,7 +110,26 @@ def remember(conn: apsw.Connection, fact: RememberFact, *, turn_id: str | None,
     if old is not None:
         conn.execute("UPDATE knowledge SET superseded_by = ? WHERE id = ?", (new_id, old[0]))
     index_text(conn, mkey(Kind.KNOWLEDGE, new_id), knowledge_text(fact.key, fact.value))
+    _supersede(conn, fact.replaces, by=new_id, at=since)
     return new_id
+
+
+def _supersede(conn: apsw.Connection, ids: Sequence[int], *, by: int, at: float) -> None:
+    """The current items `ids` (other keys) are no longer true as of `at`: superseded by item
+    `by`, keeping their interval, and out of recall's indexes. One already superseded,
+    forgotten, newer than `at`, or `by` itself, is left as it is."""
+    for item_id in dict.fromkeys(ids):
+        if item_id == by:
+            continue
+        row = conn.execute(
+            "SELECT created_at FROM knowledge WHERE id = ? AND superseded_at IS NULL",
+            (item_id,),
+        ).fetchone()
+        if row is None or float(row[0]) > at:
+            continue
+        conn.execute("UPDATE knowledge SET superseded_at = ?, superseded_by = ? WHERE id = ?",
+                     (at, by, item_id))
+        unindex(conn, mkey(Kind.KNOWLEDGE, item_id))
 
 
 def forget_knowledge(conn: apsw.Connection, item_id: int, now: float) -> bool:

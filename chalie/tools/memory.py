@@ -2,16 +2,23 @@
 
 A remembered fact is an effect stored with the turn; a newer value for the same key supersedes
 the old one, and the result tells the model what it replaced. Keys are normalised
-(chalie.values.keys), so "Favourite colour" and "favorite color" are one key. Recall sees stored
-facts and the ones this turn has remembered so far.
+(chalie.values.keys), so "Favourite colour" and "favorite color" are one key. The result also
+lists the current facts under other keys that the new one may make untrue, found by meaning
+(chalie.memory.updates), each with its id; the model names those it replaces in `replaces`
+(calling again with the same key and value when it learns of them from the listing). Recall
+sees stored facts and the ones this turn has remembered so far, each current fact with what it
+replaced.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from chalie.llm.types import ToolSpec
-from chalie.store import proactive_rows
+from chalie.memory import updates
+from chalie.prompts import Prompts
+from chalie.store import fact_rows, proactive_rows
 from chalie.store.effects import (
     CloseLoop,
     Effect,
@@ -28,6 +35,7 @@ MAX_KEY = MAX_KEY_CHARS
 MAX_VALUE = 4000
 RECALL_LIMIT = 20
 KINDS = ("fact", "trait", "preference")
+MAX_REPLACES = 20
 
 
 def _facts(pending: tuple[Effect, ...]) -> list[FactEffect]:
@@ -48,6 +56,8 @@ class MemoryTool:
                 "value": {"type": "string", "description": "remember: the fact itself"},
                 "kind": {"type": "string", "enum": list(KINDS),
                          "description": "remember: fact (default), trait or preference"},
+                "replaces": {"type": "array", "items": {"type": "integer"},
+                             "description": "remember: ids of listed facts it makes untrue"},
                 "query": {"type": "string", "description": "recall: words to look for"},
                 "loop_id": {"type": "integer"},
             },
@@ -103,12 +113,48 @@ class MemoryTool:
             return tool_error(f"key is limited to {MAX_KEY} and value to {MAX_VALUE} characters")
         if kind not in KINDS:
             return tool_error(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
-        fact = RememberFact(key=normalise_key(key), value=value.strip(), kind=kind)
+        replaces = args.get("replaces") or []
+        if not isinstance(replaces, list) or len(replaces) > MAX_REPLACES or any(
+                isinstance(i, bool) or not isinstance(i, int) for i in replaces):
+            return tool_error(f"replaces must be a list of at most {MAX_REPLACES} fact ids "
+                              "(integers, as listed)")
+        current = fact_rows.current(ctx.read(), replaces)
+        if missing := [i for i in replaces if i not in current]:
+            return tool_error(f"no current fact has the id {missing[0]}: replaces names the "
+                              "ids a remember or recall result listed")
+        fact = RememberFact(key=normalise_key(key), value=value.strip(), kind=kind,
+                            replaces=tuple(dict.fromkeys(replaces)))
         before = self._current(fact.key, ctx)
         text = f"remembered {fact.key}: {fact.value}"
         if before is not None and before != fact.value:
             text += f" (this replaces the earlier value: {before})"
+        if fact.replaces:
+            text += "; it replaces " + "; ".join(
+                f"[{i}] {current[i].key}: {current[i].value}" for i in fact.replaces)
+        maybe = self._candidates(fact, ctx)
+        if maybe:
+            prompts = _prompts()
+            text += "\n" + prompts.fragment("memory_candidates", facts="\n".join(
+                updates.listed(prompts, f) for f in maybe))
         return ToolOutcome(text=text, effects=(fact,))
+
+    @staticmethod
+    def _candidates(fact: RememberFact, ctx: ToolContext) -> list[fact_rows.StoredFact]:
+        """The current facts the new one may make untrue, but those it already replaces and
+        those this turn already replaced or forgot."""
+        recall = ctx.recall
+        if recall is None:  # no memory behind this turn (a test's): nothing to compare with
+            return []
+        config = recall.config
+        gone = {i for e in ctx.pending if isinstance(e, RememberFact) for i in e.replaces}
+        gone.update(fact.replaces)
+        forgotten = {e.key for e in _facts(ctx.pending) if isinstance(e, ForgetFact)}
+        found = updates.candidates(
+            ctx.read(), key=fact.key, value=fact.value, embedder=recall.embedder,
+            space_id=recall.space_id, limit=config.update_candidates,
+            min_similarity=config.update_similarity, timeout_s=config.query_embed_timeout_s,
+            exclude=sorted(gone))
+        return [f for f in found if f.key not in forgotten]
 
     @staticmethod
     def _current(key: str, ctx: ToolContext) -> str | None:
@@ -141,8 +187,27 @@ class MemoryTool:
                 found[fact.key] = fact.value
         if not found:
             return ToolOutcome(text=f"no facts found for {query!r}")
-        lines = [f"- {k}: {v}" for k, v in list(found.items())[:RECALL_LIMIT]]
+        shown = list(found.items())[:RECALL_LIMIT]
+        conn = ctx.read()
+        stored = {f.key: f for f in fact_rows.current_with_keys(
+            conn, [k for k, _ in shown if k not in pending_keys])}
+        history = fact_rows.replaced(conn, [f.id for f in stored.values()])
+        prompts = _prompts()
+        lines = []
+        for k, v in shown:
+            known = stored.get(k)
+            if known is None or known.value != v:  # this turn's own, not stored yet
+                lines.append(f"- {k}: {v}")
+                continue
+            lines.append(f"- [{known.id}] " + updates.with_history(
+                prompts, k, f"{k}: {v}", known.since, history.get(known.id, ())))
         return ToolOutcome(text="\n".join(lines))
+
+
+@functools.cache
+def _prompts() -> Prompts:
+    """The shipped prompts' fragments (the tool's descriptions come from the same directory)."""
+    return Prompts.load()
 
 
 class ForgetTool:

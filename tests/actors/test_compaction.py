@@ -3,9 +3,9 @@ summarised; when that is not enough the channel is checkpointed into "Current St
 loop restarts; after a turn, a history too big for the next prompt is checkpointed by the
 backstop. A long history alone never overflows: the context budget drops its oldest lines.
 
-Sizes were measured with chalie.act.budget.raw_estimate: with llm.context_window 900 the budget
-is 720 tokens (act.compaction_threshold 0.8) and the prompt's sections share 675 of them
-(context.reply_reserve 0.25); a bare first request is about 520."""
+Sizes were measured with chalie.act.budget.raw_estimate: with llm.context_window 1000 the budget
+is 800 tokens (act.compaction_threshold 0.8) and the prompt's sections share 750 of them
+(context.reply_reserve 0.25); a bare first request is about 600."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from chalie.llm.types import ChatRequest, ChatResponse, TextSink
 from chalie.prompts import Prompts
 from tests.actors.conftest import Tree, answer, calls, prompt, shape, store_turns
 
-WINDOW = {"context_window": 900}
-LIMIT = 720
+WINDOW = {"context_window": 1000}
+LIMIT = 800
 PLAN = "Water the tomatoes at seven, then call the plumber about the leak. " * 15  # 1005 chars
 PLAN_CALL = ScriptCall("memory", {"action": "remember", "key": "plan", "value": PLAN})
 PLAN_ARGS = msgspec.json.encode(PLAN_CALL.args).decode()

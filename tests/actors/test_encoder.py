@@ -642,8 +642,10 @@ def test_every_message_episode_and_current_fact_gets_a_vector_in_batches(
     provider = ScriptedProvider([encoded(ep("Lisbon trip", 1, 2), ep("Hotel reminder", 3, 4),
                                          facts=[{"key": "trip month", "value": "May",
                                                  "kind": "fact", "line": 1}])])
+    # (encoder_known_facts 0: the encoding embeds no lines to find the facts it may replace,
+    # so every text embedded is an item's)
     tree = start_tree(provider, encoder=True, embedder=embedder,
-                      memory=every_n(4, max_rows=4, embed_batch=3))
+                      memory=every_n(4, max_rows=4, embed_batch=3, encoder_known_facts=0))
     embedder.metrics = tree.metrics
     seed(tree, [*PAIRS, ("What is the weather like?", "Sunny.")])
 
@@ -831,3 +833,44 @@ def test_a_fact_stored_after_the_newest_one_was_forgotten_still_gets_a_vector(
     vectors = {k for (k,) in tree.rows("SELECT mkey FROM vectors")}
     assert len(current) == 2
     assert vectors == current
+
+
+def test_a_window_that_updates_a_known_fact_supersedes_it_under_another_key(
+    start_tree: Any,
+) -> None:
+    """The encoding prompt shows the current facts nearest to the person's lines, by id; a
+    fact the answer says replaces one of them supersedes it (a different key), keeping when
+    it held; a related fact that replaces nothing leaves the rest current."""
+    provider = ScriptedProvider([encoded(facts=[
+        {"key": "city", "value": "Porto", "kind": "fact", "line": 1, "replaces": [1]},
+        {"key": "visited", "value": "Braga", "kind": "fact", "line": 3, "replaces": []},
+    ])])
+    tree = start_tree(provider, encoder=True,
+                      memory=every_n(4, update_similarity=0.0, index_delay_s=0))
+
+    def facts(conn: Any) -> None:
+        memory_writes.remember(conn, RememberFact("home", "Lisbon"), turn_id=None,
+                               now=T0 - 86400 * 300)
+        memory_writes.remember(conn, RememberFact("pet", "a dog called Rex"), turn_id=None,
+                               now=T0 - 86400 * 300)
+
+    write(tree, facts)
+    nudge(tree, None)
+    until(tree, lambda: tree.rows("SELECT count(*) FROM vectors")[0][0] == 2,
+          "the facts to be embedded")
+    seed(tree, [("We moved from Lisbon to Porto last month", "How is the new place?"),
+                ("We also visited Braga on the way", "Lovely.")])
+    nudge(tree)
+    until(tree, lambda: bool(episodes(tree)), "the window to be encoded")
+    quiet(tree)
+
+    (request,) = provider.requests
+    assert "[1] home: Lisbon (since " in request.messages[0].content
+    assert tree.rows("SELECT key, value, superseded_at IS NULL, superseded_by FROM knowledge "
+                     "ORDER BY id") == [("home", "Lisbon", 0, 3), ("pet", "a dog called Rex", 1,
+                                                                   None),
+                                       ("city", "Porto", 1, None), ("visited", "Braga", 1, None)]
+    ((until_at, since),) = tree.rows(
+        "SELECT old.superseded_at, new.created_at FROM knowledge AS old "
+        "JOIN knowledge AS new ON new.id = old.superseded_by WHERE old.id = 1")
+    assert until_at == since == T0  # when the line saying so was said

@@ -20,6 +20,7 @@ from chalie.memory.embedders import HashedEmbedder
 from chalie.memory.recall import NEIGHBOUR_WEIGHT, Recall
 from chalie.prompts import Prompts
 from chalie.store import db, memory_writes
+from chalie.store.effects import RememberFact
 from chalie.values.memory import Kind, memory_text
 
 SHARES = {"identity": 0.15, "state": 0.10, "memory": 0.30, "tools": 0.20, "history": 0.25}
@@ -200,3 +201,22 @@ def test_a_programs_message_is_recalled_as_the_programs_not_the_persons(
     ctx = build(writer, config, clock, "when was my cardiology appointment?")
     assert ("- <<<data from hospital, a paired program (its message)\nYour cardiology "
             "appointment moved to 3 PM\ndata>>>") in ctx.memory
+
+
+def test_a_recalled_fact_shows_what_it_replaced_and_never_both_as_current(
+    writer: apsw.Connection, config: Config, clock: ManualClock
+) -> None:
+    """After "city: Porto" replaced "home: Lisbon" (another key, named by the model), recall
+    shows the current fact with its history, compactly, and the old value is no fact of its
+    own any more."""
+    day = 86400.0
+    with db.immediate(writer):
+        old = memory_writes.remember(writer, RememberFact("home", "Lisbon"), turn_id=None,
+                                     now=1_700_000_000.0)
+        assert old is not None
+        memory_writes.remember(writer, RememberFact("city", "Porto", replaces=(old,)),
+                               turn_id=None, now=1_700_000_000.0 + 200 * day)
+    clock.advance(1_700_000_000.0 + 201 * day - clock.time())
+    built = build(writer, config, clock, "Which city do they live in, Porto or Lisbon?")
+    facts = [line.text for line in built.memory_lines if "(learned)" in line.text]
+    assert facts == ["- (learned) city: Porto (since 2024-06-01; before: home: Lisbon)"]

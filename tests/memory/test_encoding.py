@@ -17,6 +17,7 @@ from chalie.memory import encoding
 from chalie.memory.encoding import ENCODER_CONFIDENCE, LINE_CHARS, MAX_EPISODES
 from chalie.prompts import Prompts
 from chalie.store.effects import RememberFact
+from chalie.store.fact_rows import StoredFact
 from chalie.store.memory_queries import WindowLine
 from chalie.values.keys import MAX_KEY_CHARS, normalise_key
 from tests.integration.harness import schema_filler
@@ -438,3 +439,37 @@ def test_malformed_or_too_many_concepts_cost_only_themselves() -> None:
     window = encoding.to_window(encoding.parse(json.dumps(answer)), window_of(2))
     assert window.concepts == ("ok", *(f"idea {n}" for n in range(7)))
     assert len(window.episodes) == 1
+
+
+# -- knowledge that updates --
+
+def test_the_request_shows_the_known_facts_a_new_one_may_replace(prompts: Prompts) -> None:
+    """The current facts nearest to the person's lines are shown by id, key, value and since
+    when; with none, the prompt says so."""
+    known = [StoredFact(7, "home", "Lisbon", T0 - 86400 * 400, 0.6),
+             StoredFact(9, "employer", "Acme", T0 - 86400 * 30, 0.4)]
+    text = body(prompts, window_of(2), known=known)
+    assert "[7] home: Lisbon (since 2019-08-10)" in text
+    assert "[9] employer: Acme (since 2020-08-14)" in text
+    assert "replaces" in text
+    assert "No facts about the person are known yet." in body(prompts, window_of(2))
+
+
+def test_a_fact_replaces_only_known_facts_the_prompt_showed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Ids the model names that the prompt did not show (made up, or another fact's) are
+    dropped, and the log says so; shown ones are kept once each."""
+    caplog.set_level(logging.INFO, logger="chalie.encoder")
+    window = encoding.to_window(encoding.parse(reply(facts=[
+        fact(key="city", value="Porto", replaces=[7, 7, 12]),
+        fact(key="visited", value="Braga", line=1),
+    ])), window_of(2), known={7, 9})
+    assert [f.replaces for f in window.facts] == [(7,), ()]
+    assert next(r.msg for r in caplog.records if isinstance(r.msg, dict)
+                and r.msg.get("event") == "encoder_replaces_dropped")["ids"] == [12]
+
+
+def test_an_answer_without_replaces_still_parses() -> None:
+    window = encoding.to_window(encoding.parse(reply(facts=[fact()])), window_of(2), known={7})
+    assert window.facts[0].replaces == ()

@@ -108,7 +108,7 @@ def test_recall_hides_a_fact_this_turn_forgot(writer: apsw.Connection, readers: 
     """A fact forgotten earlier in the turn, not yet stored, is no longer found by recall."""
     store(writer, ("pet", "Rex"), ("city", "Lyon"))
     ctx = context(readers, ForgetFact("pet"))
-    assert MemoryTool().run({"action": "recall"}, ctx).text == "- city: Lyon"
+    assert MemoryTool().run({"action": "recall"}, ctx).text == "- [2] city: Lyon"
     assert MemoryTool().run({"action": "recall", "query": "rex"}, ctx).text == (
         "no facts found for 'rex'"
     )

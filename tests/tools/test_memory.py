@@ -82,15 +82,15 @@ def test_recall_finds_stored_facts_by_key_or_value(context: Any, writer: apsw.Co
     """Stored facts whose key or value contains the query are listed, newest first."""
     store(writer, ("pet", "a dog called Rex"), ("city", "Lyon"), ("vet", "Dr Dogood"))
     outcome = run(context(), action="recall", query="DOG")
-    assert outcome == ToolOutcome(text="- vet: Dr Dogood\n- pet: a dog called Rex")
-    assert run(context(), action="recall", query="city").text == "- city: Lyon"
+    assert outcome == ToolOutcome(text="- [3] vet: Dr Dogood\n- [1] pet: a dog called Rex")
+    assert run(context(), action="recall", query="city").text == "- [2] city: Lyon"
 
 
 def test_recall_without_query_lists_recent_facts(context: Any, writer: apsw.Connection) -> None:
     """An empty or missing query lists every current fact, newest first."""
     store(writer, ("pet", "Rex"), ("city", "Lyon"))
-    assert run(context(), action="recall").text == "- city: Lyon\n- pet: Rex"
-    assert run(context(), action="recall", query="  ").text == "- city: Lyon\n- pet: Rex"
+    assert run(context(), action="recall").text == "- [2] city: Lyon\n- [1] pet: Rex"
+    assert run(context(), action="recall", query="  ").text == "- [2] city: Lyon\n- [1] pet: Rex"
 
 
 def test_recall_sees_facts_remembered_earlier_in_this_turn(context: Any) -> None:
@@ -103,7 +103,7 @@ def test_pending_value_overrides_the_stored_one(context: Any, writer: apsw.Conne
     """When this turn changed a fact, recall shows the new value and never the stored one."""
     store(writer, ("pet", "Rex"), ("city", "Lyon"))
     ctx = context(RememberFact("pet", "Fido"), RememberFact("pet", "Bella"))
-    assert run(ctx, action="recall", query="").text == "- pet: Bella\n- city: Lyon"
+    assert run(ctx, action="recall", query="").text == "- pet: Bella\n- [2] city: Lyon"
     assert run(ctx, action="recall", query="rex").text == "no facts found for 'rex'"
 
 
@@ -121,4 +121,4 @@ def test_remember_then_recall_through_the_store(context: Any, writer: apsw.Conne
     with db.immediate(writer):
         for effect in outcome.effects:
             writes.apply_effect(writer, effect, turn_id="turn-1", now=5.0)
-    assert run(context(), action="recall", query="march").text == "- birthday: 12 March"
+    assert run(context(), action="recall", query="march").text == "- [1] birthday: 12 March"
