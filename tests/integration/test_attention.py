@@ -168,9 +168,10 @@ def test_a_thought_the_person_was_told_is_in_the_history_of_their_reply(
 ) -> None:
     """The DMN's warning reaches the person; their "yes please, ..." is read with it."""
     seed_episode(tmp_path, "Booked Luigi's for tonight at 8")
+    llm.queue(completion(WARNING))  # before the start: the DMN may think before we connect
     with serving(tmp_path, llm, dmn={**ATTENTIVE, "boot_delay_s": 0.2}) as server:
         person = server.connect()
-        llm.queue(completion(WARNING))
+        person.send({"type": "resume", "last_seq": 0})  # it may have come before the connect
         person.recv_until(lambda f: f["type"] == "notification")
         assert f"You: {WARNING}" in reply_prompt(person, llm, "yes please, find another place")
 
