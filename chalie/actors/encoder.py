@@ -269,7 +269,7 @@ class Encoder(SupervisedActor):
         """The current facts nearest in meaning to the person's lines of the window, which a
         fact the window states may replace (chalie.memory.updates)."""
         d = self._d
-        said = [line.text for line in lines if line.role == encoding.PERSON]
+        said = [(line.id, line.text) for line in lines if line.role == encoding.PERSON]
         return updates.for_lines(d.read(), said, embedder=d.embedder, space_id=d.space_id,
                                  limit=d.memory.encoder_known_facts,
                                  min_similarity=d.memory.update_similarity,

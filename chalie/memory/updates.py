@@ -63,20 +63,24 @@ def candidates(conn: apsw.Connection, *, key: str, value: str, embedder: Embedde
     return list(found.values())[:limit]
 
 
-def for_lines(conn: apsw.Connection, texts: Sequence[str], *, embedder: Embedder,
-              space_id: int, limit: int, min_similarity: float,
+def for_lines(conn: apsw.Connection, lines: Sequence[tuple[int, str]], *,
+              embedder: Embedder, space_id: int, limit: int, min_similarity: float,
               timeout_s: float) -> list[StoredFact]:
-    """The current facts nearest in meaning to any of `texts` (the person's lines of an
-    encoder's window), the most similar first, at most `limit`; [] when the embedder fails."""
-    if limit <= 0 or not texts or not fact_rows.any_embedded(conn, space_id):
+    """The current facts nearest in meaning to any of `lines` ((transcript id, text): the
+    person's lines of an encoder's window), the most similar first, at most `limit`. A line
+    already embedded (the Encoder indexes new lines within memory.index_delay_s) is compared
+    by its stored vector; the others are embedded in one batch. [] when the embedder fails."""
+    if limit <= 0 or not lines or not fact_rows.any_embedded(conn, space_id):
         return []
+    stored = fact_rows.line_vectors(conn, space_id, [i for i, _ in lines])
+    missing = [text for i, text in lines if i not in stored]
     try:
-        vectors = embedder.embed(list(texts), timeout_s=timeout_s)
+        fresh = embedder.embed(missing, timeout_s=timeout_s) if missing else []
     except Exception as e:  # EmbedError, or a broken embedder: the encoding goes on without
         log.warning("window_not_embedded", error=str(e), embedder=embedder.kind)
         return []
     best: dict[int, StoredFact] = {}
-    for vector in vectors:
+    for vector in [*stored.values(), *fresh]:
         for fact in fact_rows.nearest_current(conn, space_id, vector, PER_LINE):
             similarity = fact.similarity or 0.0
             if similarity < min_similarity:

@@ -58,6 +58,19 @@ def any_embedded(conn: apsw.Connection, space_id: int) -> bool:
     ).fetchone() == (1,)
 
 
+def line_vectors(conn: apsw.Connection, space_id: int,
+                 transcript_ids: Sequence[int]) -> dict[int, bytes]:
+    """transcript id -> its stored vector in space `space_id`, for the lines embedded yet."""
+    if not transcript_ids:
+        return {}
+    keys = [i * 4 + int(Kind.TRANSCRIPT) for i in transcript_ids]
+    rows = conn.execute(
+        f"SELECT mkey, embedding FROM vectors WHERE space_id = ? AND mkey IN ({_marks(len(keys))})",
+        (space_id, *keys),
+    ).fetchall()
+    return {int(k) >> 2: bytes(v) for k, v in rows}  # type: ignore[arg-type]
+
+
 def current_with_keys(conn: apsw.Connection, keys: Sequence[str]) -> list[StoredFact]:
     """The current facts under any of `keys` (normalised keys)."""
     if not keys:

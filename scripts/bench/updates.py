@@ -196,7 +196,7 @@ class Bench:
         lines = [WindowLine(id=i + 1, role=role, text=text, created_at=now + 60 * i,
                             turn_id=f"t{i // 2 + 1}") for i, (role, text) in enumerate(talk)]
         started = time.perf_counter()
-        known = updates.for_lines(conn, [ln.text for ln in lines if ln.role == "user"],
+        known = updates.for_lines(conn, [(ln.id, ln.text) for ln in lines if ln.role == "user"],
                                   embedder=self.embedder, space_id=self.space,
                                   limit=self.memory.encoder_known_facts,
                                   min_similarity=self.memory.update_similarity,
