@@ -272,7 +272,7 @@ def chalie_import(server: ServerProcess, conversation: ld.Conversation, workdir:
 def start(server: ServerProcess, workdir: Path) -> None:
     """Start the server on its fresh data dir with the model an earlier one built."""
     models = workdir / "data" / "models"
-    if MODELS.is_dir():
+    if MODELS.is_dir() and not models.exists():
         shutil.copytree(MODELS, models)
     server.start()
     if not MODELS.is_dir() and models.is_dir():
@@ -299,16 +299,58 @@ def memory_budget(config_path: Path) -> int:
     return budgets(primary.context_window, config.context.reply_reserve, shares).memory
 
 
-def run(conversation: ld.Conversation, window: int, args: argparse.Namespace,
-        stub: StubLlm, marker: tuple[str, str]) -> RunResult:
-    """One fresh store, one server, every question of the conversation."""
+def server_for(window: int, args: argparse.Namespace, workdir: Path,
+               stub: StubLlm) -> ServerProcess:
     sections = overrides(args.overrides)
     sections.setdefault("llm", {})["context_window"] = window
     sections.setdefault("log", {}).setdefault("level", "info")
     # The shipped default embedder, not the test harness's (hashed, for speed).
     sections.setdefault("memory", {}).setdefault("embedder", DEFAULT_EMBEDDER)
+    return ServerProcess(workdir, stub, **sections)  # type: ignore[arg-type]
+
+
+def fill(server: ServerProcess, conversation: ld.Conversation, workdir: Path,
+         stored: Path | None, phases: dict[str, float]) -> None:
+    """Import the lines (or copy a store that holds them embedded), start the server and wait
+    until every line is embedded."""
+    t0 = time.perf_counter()
+    if stored is None:
+        chalie_import(server, conversation, workdir)
+        phases["import_s"] = time.perf_counter() - t0
+    else:
+        shutil.copytree(stored, workdir / "data", dirs_exist_ok=True)
+        phases["copy_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    start(server, workdir)
+    phases["start_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    if stored is None:
+        wait_embedded(server.url, len(conversation.lines))
+    else:
+        wait_for(lambda: scrape(server.url).get("chalie_vectors_pending", 1) == 0, 60)
+    phases["embed_s"] = time.perf_counter() - t0
+
+
+def prepare(conversation: ld.Conversation, args: argparse.Namespace,
+            stub: StubLlm) -> tuple[Path, dict[str, float]]:
+    """A haystack's store, imported and embedded once (a server run with no question asked),
+    for each window's run to start from a copy of; its data dir and the phases it took."""
+    workdir = Path(tempfile.mkdtemp(prefix=f"chalie-locomo-{conversation.name}-store-"))
+    server = server_for(args.windows[0], args, workdir, stub)
+    phases: dict[str, float] = {}
+    try:
+        fill(server, conversation, workdir, None, phases)
+    finally:
+        stop(server)
+    return workdir / "data", {f"store_{k}": round(v, 3) for k, v in phases.items()}
+
+
+def run(conversation: ld.Conversation, window: int, args: argparse.Namespace,
+        stub: StubLlm, marker: tuple[str, str], *, stored: Path | None = None) -> RunResult:
+    """One fresh store (a copy of `stored` when given), one server, every question of the
+    conversation."""
     workdir = Path(tempfile.mkdtemp(prefix=f"chalie-locomo-{conversation.name}-"))
-    server = ServerProcess(workdir, stub, **sections)  # type: ignore[arg-type]
+    server = server_for(window, args, workdir, stub)
     questions = questions_of(conversation, args)
     budget = memory_budget(server.config_path)
     phases: dict[str, float] = {}
@@ -316,15 +358,7 @@ def run(conversation: ld.Conversation, window: int, args: argparse.Namespace,
     asked: list[tuple[ld.Question, dict[str, Any] | None, str | None]] = []
     errors = 0
     try:
-        t0 = time.perf_counter()
-        chalie_import(server, conversation, workdir)
-        phases["import_s"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        start(server, workdir)
-        phases["start_s"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        wait_embedded(server.url, len(conversation.lines))
-        phases["embed_s"] = time.perf_counter() - t0
+        fill(server, conversation, workdir, stored, phases)
         t0 = time.perf_counter()
         client = server.connect(channel=CHANNEL)
         client.ws.settimeout(TURN_TIMEOUT_S)
@@ -408,19 +442,29 @@ def main() -> int:
     marker = person_marker()
     stub = StubLlm()
     results: list[RunResult] = []
+    stored: Path | None = None
     try:
+        if args.haystack:
+            progress(f"haystack: importing and embedding {len(runs[0].lines)} lines "
+                     f"({sum(line.tokens for line in runs[0].lines)} tokens) once")
+            stored, prepared = prepare(runs[0], args, stub)
+            progress(f"  the store is ready; phases {prepared}")
         for window in args.windows:
             for conversation in runs:
                 progress(f"window {window}, conversation {conversation.name}: "
                          f"{len(conversation.lines)} lines "
                          f"({sum(line.tokens for line in conversation.lines)} tokens), "
                          f"{len(questions_of(conversation, args))} questions")
-                result = run(conversation, window, args, stub, marker)
+                result = run(conversation, window, args, stub, marker, stored=stored)
+                if stored is not None and window == args.windows[0]:
+                    result.phases = {**prepared, **result.phases}
                 progress(f"  {report.one_line(result)}")
                 results.append(result)
     finally:
         stub.close()
         shutil.rmtree(MODELS, ignore_errors=True)
+        if stored is not None:
+            shutil.rmtree(stored.parent, ignore_errors=True)
     wall = time.perf_counter() - started
     figures = report.figures(args, conversations, results, wall)
     sys.stdout.write(report.table(figures))
