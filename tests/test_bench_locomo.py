@@ -141,9 +141,24 @@ def test_a_haystack_holds_every_line_in_time_order_and_asks_only_the_asked_quest
         waiting = mq.unencoded_count(conn, "main", mq.encoded_upto(conn, "main"))
     finally:
         conn.close()
+    assert ld.ambiguous(stack) == []
     assert rows[2] == ("main", "Cid: My puppy is called Biscuit too.")
     assert len(rows) == 4
     assert waiting == 0
+
+
+def test_a_haystack_names_the_evidence_another_conversation_begins_a_line_as(
+        conversation: Any, tmp_path: Path) -> None:
+    """A distractor's line that holds an evidence line's needle could be taken for it: the
+    evidence id is named, and a line that only shares words is not."""
+    echo = {**OTHER, "session_1": [
+        {"speaker": "Ann", "dia_id": "D1:1", "text": "I adopted a puppy called Biscuit. Again!"}]}
+    path = tmp_path / "98.json"
+    path.write_text(json.dumps(echo))
+
+    stack = ld.haystack([conversation, ld.load(path)], ["99"])
+
+    assert ld.ambiguous(stack) == ["99/D1:1"]
 
 
 def test_evidence_is_found_by_its_first_80_characters_folded() -> None:

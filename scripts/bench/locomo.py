@@ -447,6 +447,10 @@ def main() -> int:
         if args.haystack:
             progress(f"haystack: importing and embedding {len(runs[0].lines)} lines "
                      f"({sum(line.tokens for line in runs[0].lines)} tokens) once")
+            args.ambiguous = ld.ambiguous(runs[0])
+            if args.ambiguous:
+                progress(f"  evidence lines another line begins as (a find of either counts): "
+                         f"{', '.join(args.ambiguous)}")
             stored, prepared = prepare(runs[0], args, stub)
             progress(f"  the store is ready; phases {prepared}")
         for window in args.windows:

@@ -186,6 +186,16 @@ def found_in(evidence: Iterable[str], folded_text: str) -> bool:
     return all(needle(text) in folded_text for text in evidence)
 
 
+def ambiguous(conversation: Conversation) -> list[str]:
+    """The evidence ids whose needle another line holds too (in a haystack, a line of another
+    conversation may begin as an evidence line does, and be taken for it)."""
+    folded = [(line.dia_id, fold(line.text)) for line in conversation.lines]
+    by_id = conversation.by_id
+    evidence = dict.fromkeys(e for q in conversation.questions for e in q.evidence)
+    return [e for e in evidence
+            if any(needle(by_id[e].text) in text for i, text in folded if i != e)]
+
+
 # --- the baselines -----------------------------------------------------------------------------
 
 def take_within(ordered: Iterable[Line], budget: int) -> list[Line]:

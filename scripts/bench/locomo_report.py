@@ -80,7 +80,8 @@ def figures(args: argparse.Namespace, conversations: list[ld.Conversation],
         "bench": "locomo",
         "params": {"data": str(args.data), "windows": args.windows, "set": args.overrides,
                    "limit": args.limit, "channel": "main", "llm": "stub on loopback",
-                   "haystack": args.haystack, "distractors": args.distractors},
+                   "haystack": args.haystack, "distractors": args.distractors,
+                   "ambiguous_evidence": getattr(args, "ambiguous", [])},
         "conversations": {c.name: {"lines": len(c.lines),
                                    "tokens": sum(line.tokens for line in c.lines),
                                    "questions": 0 if c.name in distractors
@@ -123,7 +124,8 @@ def table(f: dict[str, Any]) -> str:
         tokens = sum(c.get("tokens", 0) for c in conversations.values())
         out.append(f"haystack: {len(conversations)} conversations in one store on one channel, "
                    f"{lines} lines ({tokens} tokens); distractors (lines only): "
-                   f"{', '.join(distractors) or 'none'}")
+                   f"{', '.join(distractors) or 'none'}; evidence lines another line begins "
+                   f"as: {len(f['params'].get('ambiguous_evidence', []))}")
     out.append("")
     width = 15
     for w, fig in windows.items():
