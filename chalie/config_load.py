@@ -50,8 +50,7 @@ _POSITIVE = {
     "supervisor.within_s", "server.ping_interval_s", "server.ping_misses",
     "act.compaction_threshold", "act.approval_timeout_s", "act.held_approval_days",
     "auth.max_failures", "auth.lockout_s",
-    "store.reply_timeout_s", "store.fault_probe_s", "store.transcript_days",
-    "store.tool_calls_days",
+    "store.reply_timeout_s", "store.fault_probe_s", "store.tool_calls_days",
     "store.events_days", "store.prune_interval_s", "store.prune_batch", "store.vacuum_pages",
     "server.session_idle_s", "server.max_body_bytes", "auth.rotate_days",
     "openai.repeat_window_s",
@@ -87,7 +86,8 @@ _NON_NEGATIVE = {
     "goals.step_retries", "governor.dmn_tokens_per_day", "governor.scheduled_tokens_per_day",
     "governor.goal_tokens_per_day", "governor.encoder_tokens_per_day",
     "cognition.topic_threshold", "cognition.topic_cosine",
-    "store.backups_kept", "store.hold_messages", "store.min_free_mb", "server.rest_rate_per_min",
+    "store.backups_kept", "store.hold_messages", "store.min_free_mb", "store.transcript_days",
+    "server.rest_rate_per_min",
     "push.ttl_s", "telegram.edit_every_s",
 }
 

@@ -106,6 +106,61 @@ def test_the_export_imports_as_encoded_messages_of_the_person(
     assert waiting == 0
 
 
+OTHER: dict[str, Any] = {
+    "speaker_a": "Cid", "speaker_b": "Dee",
+    "session_1_date_time": "10:00 am on 20 May, 2023",
+    "session_1": [{"speaker": "Cid", "dia_id": "D1:1", "text": "My puppy is called Biscuit too."}],
+    "qa": [{"question": "What is Cid's dog called?", "answer": "Biscuit", "evidence": ["D1:1"],
+            "category": 4}],
+}
+
+
+def test_a_haystack_holds_every_line_in_time_order_and_asks_only_the_asked_questions(
+        conversation: Any, tmp_path: Path) -> None:
+    """The lines of both conversations interleave by time with ids naming their conversation;
+    only the asked conversation's questions are asked (at most --limit of it), their evidence
+    qualified the same way, and the export imports them all onto the one channel."""
+    path = tmp_path / "98.json"
+    path.write_text(json.dumps(OTHER))
+    other = ld.load(path)
+
+    stack = ld.haystack([conversation, other], ["99"])
+    limited = ld.haystack([conversation, other], ["99", "98"], limit=1)
+
+    assert [line.dia_id for line in stack.lines] == ["99/D1:1", "99/D1:2", "98/D1:1", "99/D2:1"]
+    assert [(q.conversation, q.text, q.evidence, q.invalid) for q in stack.questions] == [
+        ("99", "What is Ann's puppy called?", ("99/D1:1",), ()),
+        ("99", "What did Bob take up?", ("99/D2:1",), ("99/D9:9",)),
+    ]
+    assert stack.without_evidence == 1
+    assert [(q.conversation, q.number) for q in limited.questions] == [("99", 0), ("98", 0)]
+    conn = db.open_writer(tmp_path / "data", busy_timeout_ms=1000, synchronous="NORMAL")
+    try:
+        import_(conn, ld.export_lines(stack.lines, "main", 0.0), 0.0)
+        rows = list(conn.execute("SELECT channel, text FROM transcript ORDER BY id"))
+        waiting = mq.unencoded_count(conn, "main", mq.encoded_upto(conn, "main"))
+    finally:
+        conn.close()
+    assert ld.ambiguous(stack) == []
+    assert rows[2] == ("main", "Cid: My puppy is called Biscuit too.")
+    assert len(rows) == 4
+    assert waiting == 0
+
+
+def test_a_haystack_names_the_evidence_another_conversation_begins_a_line_as(
+        conversation: Any, tmp_path: Path) -> None:
+    """A distractor's line that holds an evidence line's needle could be taken for it: the
+    evidence id is named, and a line that only shares words is not."""
+    echo = {**OTHER, "session_1": [
+        {"speaker": "Ann", "dia_id": "D1:1", "text": "I adopted a puppy called Biscuit. Again!"}]}
+    path = tmp_path / "98.json"
+    path.write_text(json.dumps(echo))
+
+    stack = ld.haystack([conversation, ld.load(path)], ["99"])
+
+    assert ld.ambiguous(stack) == ["99/D1:1"]
+
+
 def test_evidence_is_found_by_its_first_80_characters_folded() -> None:
     """Case and runs of whitespace do not matter, text past the 80th character may be cut, and
     the request's JSON escapes are decoded before looking."""
@@ -141,6 +196,11 @@ def test_bm25_ranks_the_matching_line_first_and_stops_at_the_budget(
 @pytest.mark.parametrize(("args", "problem"), [
     (["--data", "{empty}"], "--data: no LoCoMo conversation (*.json) in {empty}"),
     (["--data", "{data}", "--conversations", "99,7"], "--conversations: no 7.json in {data}"),
+    (["--data", "{data}", "--haystack", "--distractors", "7"],
+     "--distractors: no 7.json in {data}"),
+    (["--data", "{data}", "--haystack", "--conversations", "99", "--distractors", "99"],
+     "--distractors: 99 also asked (--conversations)"),
+    (["--data", "{data}", "--distractors", "99"], "--distractors: only with --haystack"),
 ])
 def test_the_benchmark_names_missing_conversations_before_it_starts(
         tmp_path: Path, args: list[str], problem: str) -> None:

@@ -157,6 +157,16 @@ def test_non_positive_value_for_a_positive_setting_is_refused(
     assert "greater than 0" in error.problem
 
 
+def test_what_was_said_is_kept_unless_the_person_sets_a_number_of_days(tmp_path: Path) -> None:
+    """store.transcript_days is 0 (keep every line) by default; a positive number of days is
+    taken, and a negative one is reported by its key."""
+    assert load_config().store.transcript_days == 0
+    assert load_config(env={"CHALIE_STORE__TRANSCRIPT_DAYS": "365"}).store.transcript_days \
+        == 365
+    error = _config_error(tmp_path, {"store": {"transcript_days": -1.0}})
+    assert error.key == "store.transcript_days"
+
+
 def test_negative_retries_are_refused_but_zero_is_fine(tmp_path: Path) -> None:
     """llm.retries may be 0 (no retry) but not negative."""
     assert load_config(env={"CHALIE_LLM__RETRIES": "0"}).llm.retries == 0

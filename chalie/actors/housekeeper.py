@@ -1,11 +1,12 @@
 """The Housekeeper: retention, incremental vacuum and the scheduled daily backup.
 
 Soon after start, then every `store.prune_interval_s` seconds, it walks the kinds of
-chalie/store/retention.py one step at a time: each step is a PruneStep to the StoreWriter (at
-most `store.prune_batch` rows in one short transaction), whose Pruned answer comes back here as
-a message; a kind is done when a step deletes fewer than a batch. Turns queued in the writer's
-mailbox wait for one step at most, never for a whole run. Then it asks for up to
-`store.vacuum_pages` free pages to be returned to the file system, and, when
+chalie/store/retention.py one step at a time (what was said, with its images and checkpoints,
+only when `store.transcript_days` > 0; by default it is kept): each step is a PruneStep to the
+StoreWriter (at most `store.prune_batch` rows in one short transaction), whose Pruned answer
+comes back here as a message; a kind is done when a step deletes fewer than a batch. Turns
+queued in the writer's mailbox wait for one step at most, never for a whole run. Then it asks
+for up to `store.vacuum_pages` free pages to be returned to the file system, and, when
 `store.backups_kept` > 0 and the newest backup is a day old (or there is none), takes a backup
 and drops the oldest beyond `store.backups_kept`.
 
@@ -50,11 +51,12 @@ def backup_directory(store: StoreConfig) -> Path:
     return Path(store.backup_dir) if store.backup_dir else Path(store.path) / "backups"
 
 
-def cutoff(kind: PruneKind, store: StoreConfig, now: float) -> float:
-    """Rows of `kind` older than this (epoch seconds) are pruned."""
+def cutoff(kind: PruneKind, store: StoreConfig, now: float) -> float | None:
+    """Rows of `kind` older than this (epoch seconds) are pruned; None: every row is kept
+    (what was said, with `store.transcript_days` = 0)."""
     match kind:
         case "transcript" | "images" | "checkpoints":
-            return now - store.transcript_days * DAY_S
+            return now - store.transcript_days * DAY_S if store.transcript_days > 0 else None
         case "tool_calls":
             return now - store.tool_calls_days * DAY_S
         case "events" | "dmn_runs":
@@ -110,7 +112,8 @@ class Housekeeper(SupervisedActor):
             log.warning("housekeeping_abandoned", kinds_left=list(self._kinds))
         self._arm(store.prune_interval_s)
         self._store, self._now = store, self._clock.time()
-        self._kinds, self._counts = list(retention.KINDS), {}
+        self._kinds = [k for k in retention.KINDS if cutoff(k, store, self._now) is not None]
+        self._counts = {}
         self._step()
 
     def _step(self) -> None:
@@ -120,7 +123,9 @@ class Housekeeper(SupervisedActor):
             self._send(Vacuum(store.vacuum_pages))
             return
         kind = self._kinds[0]
-        self._send(PruneStep(kind, cutoff(kind, store, self._now), store.prune_batch))
+        before = cutoff(kind, store, self._now)
+        assert before is not None  # kinds kept whole were left out of the run
+        self._send(PruneStep(kind, before, store.prune_batch))
 
     def _send(self, message: PruneStep | Vacuum) -> None:
         if not self._directory.tell("store_writer", message):  # logged; tried at the next run

@@ -5,6 +5,11 @@ at most `batch` rows and returns how many it deleted; the Housekeeper calls one 
 (through the StoreWriter) until a step deletes fewer than a batch, so no transaction holds up
 the turns queued behind it for long. What goes, and what is kept on purpose:
 
+What was said is kept by default: with `store.transcript_days` = 0 (the shipped value) the
+Housekeeper leaves the transcript, images and checkpoints whole, and recall finds the very words
+of any day. Deleting them is a choice the person makes by setting `store.transcript_days` > 0;
+then, and only then, the first three kinds below run.
+
 - transcript: messages older than `store.transcript_days`, only once the channel's episodes
   cover them (id <= encodings.upto_transcript_id), with their full-text, vector (every space)
   and retrieval-strength rows. The newest message of the whole store always stays, so its id

@@ -38,8 +38,26 @@ the shipped defaults (the default embedder included, not the test harness's hash
 for what --set changes. All five conversations at both windows take about seven minutes on 2
 cores with the default embedder, a minute with memory.embedder=hashed (no LLM, no network).
 
+--haystack: the same protocol once per window on one store holding every conversation given
+(--conversations, whose questions are asked, and --distractors, whose lines join the store but
+whose questions are not), as a person's years would be: one store, one channel ("main"), the
+lines of all of them in time order (locomo_data.haystack; they overlap in time, 2022 to 2024,
+and interleave), ids qualified by conversation ("26/D1:1"), and every question asked on that
+channel, one after another. One channel and not one each: a person talks to Chalie where they
+talk (the web page's "main"), not in a thread per person they mention, so the lines of years
+end up in one channel whose history section shows only the newest of them; what is older has
+to come through recall, as it must after a year of use. (One channel each, with each
+conversation's questions asked on its own, would hand every conversation its own newest lines
+in the history section and measure less of that.) The baselines choose from every line of the
+store, the distractors' included, on the same memory budget. All ten LoCoMo conversations in
+one store are 5,882 lines (about 238k tokens); embedding them takes minutes on 2 cores, so the
+wait fails only once no line has been embedded for EMBED_STALL_S, and a turn may take
+TURN_TIMEOUT_S.
+
     .venv/bin/python scripts/bench/locomo.py [--conversations 26,30] [--windows 8192,32768]
         [--set memory.recall_k=24] [--limit 20] [--dump DIR] [--json FILE] [--data DIR]
+    .venv/bin/python scripts/bench/locomo.py --haystack [--conversations 26,30]
+        [--distractors 41,42,43] [--windows 8192,32768] [...]
 """
 
 from __future__ import annotations
@@ -65,6 +83,7 @@ from _common import progress, scrape, turn_events
 from chalie.config_load import load_config
 from chalie.llm.types import estimate_tokens
 from chalie.memory.assembly import SECTIONS, budgets
+from tests.integration import harness
 from tests.integration.harness import ServerProcess, StubLlm, wait_for
 
 DEFAULT_EMBEDDER = load_config(None, env={}).memory.embedder
@@ -73,7 +92,14 @@ _common.quiet_logging()
 
 CHANNEL = "main"
 DEFAULT_DATA = _common.ROOT.parent / "shared" / "bench-data" / "locomo"
-EMBED_TIMEOUT_S = 600.0
+EMBED_STALL_S = 600.0  # the embedding wait fails once no line was embedded for this long
+IMPORT_TIMEOUT_S = 1800.0
+TURN_TIMEOUT_S = 300.0  # a /ws read waits this long for a turn's next frame
+# The harness waits WAIT_S (20 s) for a server to listen and to stop: a fresh data dir's first
+# start builds the ONNX model (a minute on a busy 2-core box), and a big store stops slower.
+harness.WAIT_S = 300.0
+# The ONNX model the first server built (<data>/models), put into each later fresh data dir.
+MODELS = Path(tempfile.gettempdir()) / f"chalie-locomo-models-{os.getpid()}"
 
 
 def parse_args() -> argparse.Namespace:
@@ -87,19 +113,33 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         metavar="KEY=VALUE", help="a config override for the server "
                         "(TOML value, else a string), e.g. memory.embedder=hashed; repeatable")
+    parser.add_argument("--haystack", action="store_true",
+                        help="every conversation in one store, asked once per window "
+                        "(default: a fresh store per conversation)")
+    parser.add_argument("--distractors", default="",
+                        help="with --haystack: conversations (file stems, comma-separated) "
+                        "whose lines join the store but whose questions are not asked")
     parser.add_argument("--limit", type=int, default=0,
                         help="questions per conversation (default: all)")
     parser.add_argument("--dump", type=Path, help="write each judged request here")
     parser.add_argument("--json", type=Path, help="write every figure here as JSON")
     args = parser.parse_args()
     args.windows = [int(w) for w in args.windows.split(",") if w.strip()]
+    args.distractors = [n.strip() for n in args.distractors.split(",") if n.strip()]
+    if args.distractors and not args.haystack:
+        parser.error("--distractors: only with --haystack")
     args.conversations = [n.strip() for n in args.conversations.split(",") if n.strip()] \
-        or sorted(p.stem for p in args.data.glob("*.json"))
+        or sorted(p.stem for p in args.data.glob("*.json") if p.stem not in args.distractors)
     if not args.conversations:
         parser.error(f"--data: no LoCoMo conversation (*.json) in {args.data}")
-    for name in args.conversations:
-        if not (args.data / f"{name}.json").is_file():
-            parser.error(f"--conversations: no {name}.json in {args.data} (see --data)")
+    for flag, names in (("--conversations", args.conversations),
+                        ("--distractors", args.distractors)):
+        for name in names:
+            if not (args.data / f"{name}.json").is_file():
+                parser.error(f"{flag}: no {name}.json in {args.data} (see --data)")
+    both = sorted(set(args.conversations) & set(args.distractors))
+    if both:
+        parser.error(f"--distractors: {', '.join(both)} also asked (--conversations)")
     return args
 
 
@@ -154,6 +194,14 @@ class RunResult:
     encoder_requests: int
 
 
+def questions_of(conversation: ld.Conversation, args: argparse.Namespace) -> list[ld.Question]:
+    """The questions a run asks: the first --limit of a conversation (a haystack has them per
+    conversation already)."""
+    if args.haystack:
+        return list(conversation.questions)
+    return list(conversation.questions)[:args.limit or None]
+
+
 def person_marker() -> tuple[str, str]:
     """What surrounds the person's message in the turn prompt (prompts/act_user.md)."""
     template = (_common.ROOT / "prompts" / "act_user.md").read_text(encoding="utf-8")
@@ -190,6 +238,23 @@ def embedded(url: str, lines: int) -> bool:
         and m.get("chalie_vectors_pending", 1) == 0
 
 
+def wait_embedded(url: str, lines: int) -> None:
+    """Until every line is embedded; an AssertionError once none was for EMBED_STALL_S."""
+    last, moved = -1.0, time.monotonic()
+    said = moved
+    while not embedded(url, lines):
+        done = scrape(url).get('chalie_embeddings_total{result="ok"}', 0)
+        now = time.monotonic()
+        if done > last:
+            last, moved = done, now
+        elif now - moved > EMBED_STALL_S:
+            raise AssertionError(f"embedding stalled at {done:.0f} of {lines} lines")
+        if now - said > 60:
+            progress(f"  embedded {done:.0f} of {lines} lines")
+            said = now
+        time.sleep(1.0)
+
+
 def chalie_import(server: ServerProcess, conversation: ld.Conversation, workdir: Path) -> None:
     """The lines into the server's fresh data dir with the real CLI."""
     export = workdir / "locomo.jsonl"
@@ -198,9 +263,31 @@ def chalie_import(server: ServerProcess, conversation: ld.Conversation, workdir:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CHALIE_")}
     done = subprocess.run([sys.executable, "-m", "chalie", "import", str(export),
                            "--config", str(server.config_path)], cwd=_common.ROOT, env=env,
-                          capture_output=True, text=True, timeout=300, check=False)
+                          capture_output=True, text=True, timeout=IMPORT_TIMEOUT_S,
+                          check=False)
     if done.returncode != 0:
         raise RuntimeError(f"chalie import failed ({done.returncode}): {done.stderr.strip()}")
+
+
+def start(server: ServerProcess, workdir: Path) -> None:
+    """Start the server on its fresh data dir with the model an earlier one built."""
+    models = workdir / "data" / "models"
+    if MODELS.is_dir() and not models.exists():
+        shutil.copytree(MODELS, models)
+    server.start()
+    if not MODELS.is_dir() and models.is_dir():
+        shutil.copytree(models, MODELS)
+
+
+def stop(server: ServerProcess) -> None:
+    """SIGTERM, and SIGKILL when a big store's shutdown outlasts the harness's wait."""
+    if server.proc is None:
+        return
+    try:
+        server.stop()
+    except subprocess.TimeoutExpired:
+        progress("the server did not stop in time; killed")
+        server.kill()
 
 
 def memory_budget(config_path: Path) -> int:
@@ -212,34 +299,69 @@ def memory_budget(config_path: Path) -> int:
     return budgets(primary.context_window, config.context.reply_reserve, shares).memory
 
 
-def run(conversation: ld.Conversation, window: int, args: argparse.Namespace,
-        stub: StubLlm, marker: tuple[str, str]) -> RunResult:
-    """One fresh store, one server, every question of the conversation."""
+def server_for(window: int, args: argparse.Namespace, workdir: Path,
+               stub: StubLlm) -> ServerProcess:
     sections = overrides(args.overrides)
     sections.setdefault("llm", {})["context_window"] = window
     sections.setdefault("log", {}).setdefault("level", "info")
     # The shipped default embedder, not the test harness's (hashed, for speed).
     sections.setdefault("memory", {}).setdefault("embedder", DEFAULT_EMBEDDER)
+    return ServerProcess(workdir, stub, **sections)  # type: ignore[arg-type]
+
+
+def fill(server: ServerProcess, conversation: ld.Conversation, workdir: Path,
+         stored: Path | None, phases: dict[str, float]) -> None:
+    """Import the lines (or copy a store that holds them embedded), start the server and wait
+    until every line is embedded."""
+    t0 = time.perf_counter()
+    if stored is None:
+        chalie_import(server, conversation, workdir)
+        phases["import_s"] = time.perf_counter() - t0
+    else:
+        shutil.copytree(stored, workdir / "data", dirs_exist_ok=True)
+        phases["copy_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    start(server, workdir)
+    phases["start_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    if stored is None:
+        wait_embedded(server.url, len(conversation.lines))
+    else:
+        wait_for(lambda: scrape(server.url).get("chalie_vectors_pending", 1) == 0, 60)
+    phases["embed_s"] = time.perf_counter() - t0
+
+
+def prepare(conversation: ld.Conversation, args: argparse.Namespace,
+            stub: StubLlm) -> tuple[Path, dict[str, float]]:
+    """A haystack's store, imported and embedded once (a server run with no question asked),
+    for each window's run to start from a copy of; its data dir and the phases it took."""
+    workdir = Path(tempfile.mkdtemp(prefix=f"chalie-locomo-{conversation.name}-store-"))
+    server = server_for(args.windows[0], args, workdir, stub)
+    phases: dict[str, float] = {}
+    try:
+        fill(server, conversation, workdir, None, phases)
+    finally:
+        stop(server)
+    return workdir / "data", {f"store_{k}": round(v, 3) for k, v in phases.items()}
+
+
+def run(conversation: ld.Conversation, window: int, args: argparse.Namespace,
+        stub: StubLlm, marker: tuple[str, str], *, stored: Path | None = None) -> RunResult:
+    """One fresh store (a copy of `stored` when given), one server, every question of the
+    conversation."""
     workdir = Path(tempfile.mkdtemp(prefix=f"chalie-locomo-{conversation.name}-"))
-    server = ServerProcess(workdir, stub, **sections)  # type: ignore[arg-type]
-    questions = list(conversation.questions)[:args.limit or None]
+    server = server_for(window, args, workdir, stub)
+    questions = questions_of(conversation, args)
     budget = memory_budget(server.config_path)
     phases: dict[str, float] = {}
     stub.requests.clear()
     asked: list[tuple[ld.Question, dict[str, Any] | None, str | None]] = []
     errors = 0
     try:
-        t0 = time.perf_counter()
-        chalie_import(server, conversation, workdir)
-        phases["import_s"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        server.start()
-        phases["start_s"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        wait_for(lambda: embedded(server.url, len(conversation.lines)), EMBED_TIMEOUT_S)
-        phases["embed_s"] = time.perf_counter() - t0
+        fill(server, conversation, workdir, stored, phases)
         t0 = time.perf_counter()
         client = server.connect(channel=CHANNEL)
+        client.ws.settimeout(TURN_TIMEOUT_S)
         for q in questions:
             mark = len(stub.requests)
             frames = client.turn(q.text)
@@ -255,8 +377,7 @@ def run(conversation: ld.Conversation, window: int, args: argparse.Namespace,
         events = server.log_events()
     finally:
         t0 = time.perf_counter()
-        if server.proc is not None:
-            server.stop()
+        stop(server)
         phases["stop_s"] = time.perf_counter() - t0
         shutil.rmtree(workdir, ignore_errors=True)
     t0 = time.perf_counter()
@@ -289,7 +410,7 @@ def judge(conversation: ld.Conversation, *, window: int, budget: int,
         turn_budget = ready.get(turn_id or "", {}).get("memory_budget", budget)
         picked_turn = {line.dia_id for line in bm25.select(q.text, turn_budget)}
         judged = Judged(
-            conversation.name, q.number, q.category,
+            q.conversation or conversation.name, q.number, q.category,
             chalie=body is not None and ld.found_in(texts, folded),
             bm25=set(q.evidence) <= picked, newest=set(q.evidence) <= newest,
             judged=body is not None, turn_id=turn_id, bm25_turn=set(q.evidence) <= picked_turn,
@@ -313,21 +434,41 @@ def judge(conversation: ld.Conversation, *, window: int, budget: int,
 def main() -> int:
     args = parse_args()
     started = time.perf_counter()
-    conversations = [ld.load(args.data / f"{name}.json") for name in args.conversations]
+    conversations = [ld.load(args.data / f"{name}.json")
+                     for name in [*args.conversations, *args.distractors]]
+    runs = conversations
+    if args.haystack:
+        runs = [ld.haystack(conversations, args.conversations, limit=args.limit)]
     marker = person_marker()
     stub = StubLlm()
     results: list[RunResult] = []
+    stored: Path | None = None
     try:
+        if args.haystack:
+            progress(f"haystack: importing and embedding {len(runs[0].lines)} lines "
+                     f"({sum(line.tokens for line in runs[0].lines)} tokens) once")
+            args.ambiguous = ld.ambiguous(runs[0])
+            if args.ambiguous:
+                progress(f"  evidence lines another line begins as (a find of either counts): "
+                         f"{', '.join(args.ambiguous)}")
+            stored, prepared = prepare(runs[0], args, stub)
+            progress(f"  the store is ready; phases {prepared}")
         for window in args.windows:
-            for conversation in conversations:
+            for conversation in runs:
                 progress(f"window {window}, conversation {conversation.name}: "
-                         f"{len(conversation.lines)} lines, "
-                         f"{len(conversation.questions[:args.limit or None])} questions")
-                result = run(conversation, window, args, stub, marker)
+                         f"{len(conversation.lines)} lines "
+                         f"({sum(line.tokens for line in conversation.lines)} tokens), "
+                         f"{len(questions_of(conversation, args))} questions")
+                result = run(conversation, window, args, stub, marker, stored=stored)
+                if stored is not None and window == args.windows[0]:
+                    result.phases = {**prepared, **result.phases}
                 progress(f"  {report.one_line(result)}")
                 results.append(result)
     finally:
         stub.close()
+        shutil.rmtree(MODELS, ignore_errors=True)
+        if stored is not None:
+            shutil.rmtree(stored.parent, ignore_errors=True)
     wall = time.perf_counter() - started
     figures = report.figures(args, conversations, results, wall)
     sys.stdout.write(report.table(figures))

@@ -7,6 +7,11 @@ A dialog line becomes one message of the person's: `"<speaker>: <text>"`, with
 session's date (`session_N_date_time`, read as UTC) plus 30 s per line index in the session.
 An evidence line counts as found in a text when its first 80 characters, casefolded and with
 runs of whitespace folded to one space, appear in the text folded the same way.
+
+A haystack is several conversations as one: every line of each, in time order (a line's time
+first, then the conversations' order, then the line's place in its conversation), its id
+qualified by its conversation ("26/D1:1"), and the questions of the conversations asked (the
+others' lines join it as distractors), each knowing its conversation.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -50,6 +55,7 @@ class Question:
     evidence: tuple[str, ...]  # the ids that name a line
     invalid: tuple[str, ...]  # the ids that name none (skipped)
     answer: str
+    conversation: str = ""  # the conversation it is about (its file's stem)
 
 
 @dataclass(frozen=True)
@@ -105,8 +111,33 @@ def load(path: Path) -> Conversation:
             continue
         questions.append(Question(number, qa["question"], qa["category"], valid,
                                   tuple(e for e in evidence if e not in ids),
-                                  str(qa.get("answer", ""))))
+                                  str(qa.get("answer", "")), path.stem))
     return Conversation(path.stem, tuple(lines), tuple(questions), without)
+
+
+def qualified(conversation: str, dia_id: str) -> str:
+    """A line's id in a haystack: "26/D1:1"."""
+    return f"{conversation}/{dia_id}"
+
+
+def haystack(conversations: Sequence[Conversation], asked: Iterable[str], *, limit: int = 0,
+             name: str = "haystack") -> Conversation:
+    """The conversations as one, in time order; only the questions of `asked` (names), the
+    first `limit` of each (0: all)."""
+    wanted = set(asked)
+    unknown = wanted - {c.name for c in conversations}
+    if unknown:
+        raise ValueError(f"asked conversations not in the haystack: {sorted(unknown)}")
+    keyed = [((line.created_at, order, index),
+              replace(line, dia_id=qualified(c.name, line.dia_id)))
+             for order, c in enumerate(conversations) for index, line in enumerate(c.lines)]
+    lines = tuple(line for _, line in sorted(keyed, key=lambda pair: pair[0]))
+    questions = tuple(
+        replace(q, evidence=tuple(qualified(c.name, e) for e in q.evidence),
+                invalid=tuple(qualified(c.name, e) for e in q.invalid))
+        for c in conversations if c.name in wanted for q in c.questions[:limit or None])
+    without = sum(c.without_evidence for c in conversations if c.name in wanted)
+    return Conversation(name, lines, questions, without)
 
 
 def export_lines(lines: Sequence[Line], channel: str, now: float) -> Iterator[str]:
@@ -153,6 +184,16 @@ def request_text(body: dict[str, Any]) -> str:
 def found_in(evidence: Iterable[str], folded_text: str) -> bool:
     """Every evidence line's needle is in the (folded) text."""
     return all(needle(text) in folded_text for text in evidence)
+
+
+def ambiguous(conversation: Conversation) -> list[str]:
+    """The evidence ids whose needle another line holds too (in a haystack, a line of another
+    conversation may begin as an evidence line does, and be taken for it)."""
+    folded = [(line.dia_id, fold(line.text)) for line in conversation.lines]
+    by_id = conversation.by_id
+    evidence = dict.fromkeys(e for q in conversation.questions for e in q.evidence)
+    return [e for e in evidence
+            if any(needle(by_id[e].text) in text for i, text in folded if i != e)]
 
 
 # --- the baselines -----------------------------------------------------------------------------

@@ -53,8 +53,9 @@ def _window_figures(results: list[RunResult]) -> dict[str, Any]:
     return {
         "memory_budget": results[0].memory_budget,
         "recall": counts(questions),
-        "per_conversation": {r.conversation: {s: c["overall"] for s, c in
-                                              counts(r.questions).items()} for r in results},
+        "per_conversation": {name: {s: c["overall"] for s, c in counts(
+            q for q in questions if q.conversation == name).items()}
+            for name in dict.fromkeys(q.conversation for q in questions)},
         "not_judged": sum(not q.judged for q in questions),
         "prompt_tokens": summary((q.prompt_tokens for q in questions
                                   if q.prompt_tokens is not None), digits=1),
@@ -74,13 +75,20 @@ def figures(args: argparse.Namespace, conversations: list[ld.Conversation],
             results: list[RunResult], wall: float) -> dict[str, Any]:
     windows = {str(w): _window_figures([r for r in results if r.window == w])
                for w in args.windows if any(r.window == w for r in results)}
+    distractors = set(args.distractors)
     return {
         "bench": "locomo",
         "params": {"data": str(args.data), "windows": args.windows, "set": args.overrides,
-                   "limit": args.limit, "channel": "main", "llm": "stub on loopback"},
+                   "limit": args.limit, "channel": "main", "llm": "stub on loopback",
+                   "haystack": args.haystack, "distractors": args.distractors,
+                   "ambiguous_evidence": getattr(args, "ambiguous", [])},
         "conversations": {c.name: {"lines": len(c.lines),
-                                   "questions": len(c.questions[:args.limit or None]),
-                                   "without_evidence": c.without_evidence}
+                                   "tokens": sum(line.tokens for line in c.lines),
+                                   "questions": 0 if c.name in distractors
+                                   else len(c.questions[:args.limit or None]),
+                                   "without_evidence": 0 if c.name in distractors
+                                   else c.without_evidence,
+                                   "distractor": c.name in distractors}
                           for c in conversations},
         "windows": windows,
         "runs": [{"conversation": r.conversation, "window": r.window, "phases_s": r.phases}
@@ -107,8 +115,18 @@ def table(f: dict[str, Any]) -> str:
     conversations = f["conversations"]
     asked = sum(c["questions"] for c in conversations.values())
     skipped = sum(c["without_evidence"] for c in conversations.values())
-    out = [f"LoCoMo recall: conversations {', '.join(conversations)}; {asked} questions "
-           f"(categories 1-4; {skipped} more have no valid evidence and are skipped)", ""]
+    asked_names = [n for n, c in conversations.items() if not c.get("distractor")]
+    out = [f"LoCoMo recall: conversations {', '.join(asked_names)}; {asked} questions "
+           f"(categories 1-4; {skipped} more have no valid evidence and are skipped)"]
+    if f["params"].get("haystack"):
+        distractors = [n for n, c in conversations.items() if c.get("distractor")]
+        lines = sum(c["lines"] for c in conversations.values())
+        tokens = sum(c.get("tokens", 0) for c in conversations.values())
+        out.append(f"haystack: {len(conversations)} conversations in one store on one channel, "
+                   f"{lines} lines ({tokens} tokens); distractors (lines only): "
+                   f"{', '.join(distractors) or 'none'}; evidence lines another line begins "
+                   f"as: {len(f['params'].get('ambiguous_evidence', []))}")
+    out.append("")
     width = 15
     for w, fig in windows.items():
         out.append(f"llm.context_window {w}: memory budget {fig['memory_budget']} tokens "
@@ -150,7 +168,7 @@ def one_line(r: RunResult) -> str:
 def dump(root: Path, window: int, conversation: ld.Conversation, q: ld.Question, *,
          judged: Judged, request: str, ranked: list[str], picked: set[str]) -> None:
     """One question's judged request and verdicts, as text."""
-    folder = root / f"w{window}" / conversation.name
+    folder = root / f"w{window}" / (q.conversation or conversation.name)
     folder.mkdir(parents=True, exist_ok=True)
     verdict = "found" if judged.chalie else "missed"
     lines = [

@@ -19,7 +19,7 @@ from chalie.actors.store_writer import StoreWriter
 from chalie.actors.supervisor import ChildSpec, Directory, Link, Supervisor
 from chalie.config import Config, StoreConfig
 from chalie.metrics import Metrics
-from chalie.store import db
+from chalie.store import db, writes
 from tests.actors.conftest import WAIT_S, FakeOutbox, WatchedClock, query
 from tests.store.test_retention import DAY, OLD, cover, turn
 
@@ -124,7 +124,7 @@ def test_retention_runs_soon_after_start_in_batches_and_is_counted(
         house: Callable[..., House]) -> None:
     """A minute after start, old covered messages, old tool calls and expired sessions are
     gone (in steps of prune_batch rows), counted by kind, and the store's size is reported."""
-    h = house(old_conversation, prune_batch=4)
+    h = house(old_conversation, prune_batch=4, transcript_days=90.0)
 
     h.run(FIRST_RUN_S)
 
@@ -136,6 +136,32 @@ def test_retention_runs_soon_after_start_in_batches_and_is_counted(
     assert h.metric("chalie_pruned_rows_total", kind="auth_sessions") == 1
     assert h.metric("chalie_db_bytes") > 0
     assert h.backups() == []  # backups_kept = 0: none
+
+
+def test_what_was_said_is_kept_by_default(house: Callable[..., House]) -> None:
+    """With the shipped transcript_days (0), years-old messages that episodes cover stay, with
+    the images sent and the checkpoints; old tool calls and expired sessions still go."""
+    def with_images_and_checkpoints(conn: apsw.Connection) -> None:
+        old_conversation(conn)
+        with db.immediate(conn):
+            conn.execute("INSERT INTO images (id, media_type, size, data, created_at) "
+                         "VALUES ('photo', 'image/png', 1, x'00', ?)", (OLD,))
+            for n in range(2):
+                writes.insert_checkpoint(conn, "main", f"state {n}", upto_transcript_id=n,
+                                         turn_id=None, now=OLD + n)
+
+    h = house(with_images_and_checkpoints)
+    assert h.store.transcript_days == 0
+
+    h.run(FIRST_RUN_S)
+
+    assert h.rows("SELECT count(*) FROM transcript") == [(20,)]
+    assert h.rows("SELECT id FROM images") == [("photo",)]
+    assert h.rows("SELECT text FROM checkpoints ORDER BY id") == [("state 0",), ("state 1",)]
+    assert h.rows("SELECT count(*) FROM turns WHERE user_text = ''") == [(0,)]
+    assert h.metric("chalie_pruned_rows_total", kind="transcript") == 0
+    assert h.metric("chalie_pruned_rows_total", kind="tool_calls") == 9
+    assert h.metric("chalie_pruned_rows_total", kind="auth_sessions") == 1
 
 
 def test_each_run_reads_the_settings_anew(house: Callable[..., House]) -> None:
@@ -160,7 +186,7 @@ def test_vacuum_returns_free_pages_after_pruning(house: Callable[..., House]) ->
                              "VALUES (?, 'image/png', 40000, ?, ?)",
                              [(f"i{n}", b"\x89" * 40_000, OLD) for n in range(20)])
 
-    h = house(images)
+    h = house(images, transcript_days=90.0)
     h.run(FIRST_RUN_S)
 
     assert h.metric("chalie_pruned_rows_total", kind="images") == 20
@@ -170,7 +196,7 @@ def test_vacuum_returns_free_pages_after_pruning(house: Callable[..., House]) ->
 def test_backups_are_taken_daily_and_rotated(house: Callable[..., House]) -> None:
     """With backups_kept = 2, the first run takes a backup, the next one (half a day later)
     none, the one a day after the first another; the third day's leaves the newest two."""
-    h = house(old_conversation, backups_kept=2)
+    h = house(old_conversation, backups_kept=2, transcript_days=90.0)
 
     h.run(FIRST_RUN_S)
     assert len(h.backups()) == 1
@@ -199,7 +225,8 @@ def test_a_failing_backup_is_counted_and_the_next_run_still_happens(
     run happens (and tries the backup again)."""
     blocker = tmp_path / "not-a-directory"
     blocker.write_text("a file where the backup directory should be")
-    h = house(old_conversation, backups_kept=2, backup_dir=str(blocker / "backups"))
+    h = house(old_conversation, backups_kept=2, backup_dir=str(blocker / "backups"),
+              transcript_days=90.0)
 
     h.run(FIRST_RUN_S)
     assert h.metric("chalie_backups_total", outcome="failed") == 1

@@ -92,6 +92,27 @@ def test_bad_changes_are_refused_whole_naming_each_key(tmp_path: Path, llm: Stub
         server.stop()
 
 
+def test_keeping_what_was_said_is_the_default_and_deleting_it_a_choice_saved_live(
+        tmp_path: Path, llm: StubLlm) -> None:
+    """store.transcript_days shows 0 (keep every line) by default; a number of days is saved and
+    applied while running, 0 again too, and a negative one is refused naming the key."""
+    server = ServerProcess(tmp_path, llm).start()
+    try:
+        with api(server) as client:
+            listed = by_key(client.get("/api/settings").json())["store.transcript_days"]
+            assert (listed["value"], listed["source"], listed["live"]) == (0, "default", True)
+            for days in (365, 0):
+                saved = client.patch("/api/settings", json={"store.transcript_days": days})
+                assert saved.status_code == 200, saved.text
+                assert saved.json()["applied"] == ["store.transcript_days"]
+                assert by_key(saved.json())["store.transcript_days"]["value"] == days
+            refused = client.patch("/api/settings", json={"store.transcript_days": -1})
+            assert refused.status_code == 400
+            assert "store.transcript_days" in refused.json()["error"]
+    finally:
+        server.stop()
+
+
 def test_a_key_the_environment_sets_is_locked_and_a_secret_is_never_sent_back(
     tmp_path: Path, llm: StubLlm
 ) -> None:

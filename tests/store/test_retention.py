@@ -19,7 +19,7 @@ from chalie.values.memory import Kind, mkey
 TIMEOUT_MS = 2000
 DAY = 86_400.0
 NOW = 1_700_000_000.0
-OLD = NOW - 100 * DAY  # older than the 90 days transcript_days keeps
+OLD = NOW - 100 * DAY  # older than a transcript_days of 90 keeps
 CUTOFF = NOW - 90 * DAY
 
 

@@ -46,7 +46,7 @@ export const GROUPS = [
     ['telegram.pairing_code_ttl_s', 'A pairing code is good for (seconds)'],
     ['telegram.edit_every_s', 'An answer in Telegram is edited at most every (seconds)']] },
   { id: 'settings-store', title: 'Retention and backups', fields: [
-    ['store.transcript_days', 'Keep the transcript (days)'],
+    ['store.transcript_days', 'Keep what was said, and the images sent (days; 0: always)'],
     ['store.tool_calls_days', 'Keep tool-call records (days)'],
     ['store.events_days', 'Keep the chat event log (days)'],
     ['store.backups_kept', 'Daily backups kept (0: none)'],
