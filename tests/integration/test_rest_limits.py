@@ -45,6 +45,8 @@ class Case:
 
 
 SIGNAL = {"signal_type": "note", "content": "c"}
+PUSH = {"endpoint": "http://127.0.0.1:9/push/1",
+        "keys": {"p256dh": "B" + "A" * 86, "auth": "A" * 22}}
 JSON_BODIES: dict[tuple[str, str], Case] = {
     ("POST", "/auth/login"): Case("none", {"password": "x", "bogus": 1}, {"password": 5}, []),
     ("POST", "/api/interfaces/pair"): Case(
@@ -70,6 +72,11 @@ JSON_BODIES: dict[tuple[str, str], Case] = {
                                          {"llm.model": {"n": 2}}, "llm.model"),
     ("POST", "/api/tokens"): Case("cookie", {"name": "n", "scopes": ["chat"], "bogus": 1},
                                   {"name": 5, "scopes": ["chat"]}, []),
+    ("POST", "/api/push/subscriptions"): Case(
+        "cookie", {**PUSH, "bogus": 1}, {**PUSH, "keys": {"p256dh": 5, "auth": "a"}}, [PUSH]),
+    ("POST", "/api/notify/test"): Case("cookie", {"bogus": 1}, {"url": 5}, ["json://x"]),
+    ("POST", "/api/approvals/([^/]+)"): Case("cookie", {"approve": True, "bogus": 1},
+                                             {"approve": "yes"}, [True]),
 }
 NO_BODY = {
     ("POST", "/auth/logout"),
@@ -83,6 +90,10 @@ NO_BODY = {
     ("DELETE", "/api/goals/([^/]+)"),
     ("DELETE", "/api/tokens/([^/]+)"),
     ("DELETE", "/api/tools/allowances/([^/]+)"),
+    ("DELETE", "/api/push/subscriptions/([^/]+)"),
+    ("POST", "/api/push/subscriptions/([^/]+)/test"),
+    ("POST", "/api/telegram/pairing-code"),
+    ("DELETE", "/api/telegram/chats/([^/]+)"),
 }
 RAW_BODY = {("POST", "/api/images")}  # an image's bytes, up to images.max_bytes
 # OpenAI's clients send fields Chalie ignores: unknown fields pass (tests/integration/
