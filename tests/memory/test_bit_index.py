@@ -49,18 +49,24 @@ def space(writer: apsw.Connection) -> int:
         return memory_writes.ensure_space(writer, "test-72", now=1.0)
 
 
+@pytest.mark.parametrize("chunk", [16_384, 2])
 def test_the_nearest_by_sign_bits_come_first_ties_the_older_first(
-    writer: apsw.Connection, space: int,
+    writer: apsw.Connection, space: int, monkeypatch: pytest.MonkeyPatch, chunk: int,
 ) -> None:
-    ids = [say(writer, f"line {n}") for n in range(5)]
+    """Also when the rows are scanned a few at a time and the farthest dropped on the way."""
+    monkeypatch.setattr(bit_index, "CHUNK", chunk)
+    monkeypatch.setattr(bit_index, "KEPT", 1)
+    ids = [say(writer, f"line {n}") for n in range(7)]
     store(writer, space, [(ids[0], signs(1, 2, 3)), (ids[1], signs(1)), (ids[2], signs(5, 70)),
-                          (ids[3], signs(71)), (ids[4], signs(0, 1, 2, 3, 4, 5))])
+                          (ids[3], signs(71)), (ids[4], signs(0, 1, 2, 3, 4, 5)),
+                          (ids[5], signs(2)), (ids[6], signs(70))])
     index = BitIndex(space)
     keys = [mkey(Kind.TRANSCRIPT, i) for i in ids]
-    assert index.nearest(writer, signs(), 5) == [keys[1], keys[3], keys[2], keys[0], keys[4]]
-    assert index.nearest(writer, signs(), 2) == [keys[1], keys[3]]
+    assert index.nearest(writer, signs(), 7) == [keys[1], keys[3], keys[5], keys[6], keys[2],
+                                                 keys[0], keys[4]]
+    assert index.nearest(writer, signs(), 3) == [keys[1], keys[3], keys[5]]
     assert index.nearest(writer, signs(), 0) == []
-    assert len(index) == 5
+    assert len(index) == 7
 
 
 def test_vectors_stored_after_a_search_are_found_by_the_next(
