@@ -435,6 +435,10 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> int:
     args = parse_args()
+    # The server and the CLI run with bytecode caches, as an installed Chalie does: without
+    # them (this variable is set in some sandboxes) every start compiles Chalie's modules
+    # again, about a second of CPU.
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     store = args.store.resolve()
     if store.is_relative_to(ROOT):
         sys.exit("years.py: --store must be outside the repository (it is several GB)")
