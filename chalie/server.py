@@ -56,6 +56,7 @@ from chalie.metrics import Metrics
 from chalie.prompts import Prompts
 from chalie.reload import MODEL_KEYS, changes, merged
 from chalie.store import approval_rows, db, goal_rows, interface_rows, memory_writes
+from chalie.store import backup as backups
 from chalie.store.event_log import close_interrupted_turns
 from chalie.store.health import StoreHealth
 from chalie.store.lock import DataLock
@@ -375,6 +376,10 @@ class Server:
             self._http_out = None
         self.models.close()
         self.embedder.close()
+        if root is not None and self.store_health.fault is None:
+            # Nothing writes the store any more: the next start need not read it all again.
+            marked = backups.mark_sound(self.db_path)
+            log.info("store_marked_sound" if marked else "store_not_marked_sound")
         self._lock.release()
         log.info("stopped")
 

@@ -13,6 +13,7 @@ the time they were taken, which is how the newest is found and the oldest are ro
 from __future__ import annotations
 
 import calendar
+import json
 import os
 import re
 import time
@@ -30,6 +31,7 @@ BUSY_TIMEOUT_MS = 5000
 CHALIE_TABLES = ("turns", "transcript", "knowledge")
 _SCHEDULED = re.compile(r"chalie-(\d{8}T\d{6}Z)\.db")
 _STAMP = "%Y%m%dT%H%M%SZ"
+SOUND_SUFFIX = ".sound"  # beside the store: its identity at the last clean stop (mark_sound)
 
 
 def stamp(now: float) -> str:
@@ -191,15 +193,72 @@ def newest_backup(directory: Path) -> float | None:
     return float(calendar.timegm(time.strptime(backups[-1][0], _STAMP)))
 
 
+def _identity(db_file: Path) -> dict[str, int]:
+    """What changes when anything writes the file or puts another in its place."""
+    st = db_file.stat()
+    return {"ino": st.st_ino, "size": st.st_size, "mtime_ns": st.st_mtime_ns,
+            "ctime_ns": st.st_ctime_ns}
+
+
+def _sound_mark(db_file: Path) -> Path:
+    return db_file.with_name(db_file.name + SOUND_SUFFIX)
+
+
+def mark_sound(db_file: Path) -> bool:
+    """At a clean stop, once nothing writes the store any more: fold the write-ahead log into
+    the file (so the last connection to close has nothing left to write) and record the file's
+    identity beside it, so that the next start need not read every page again to know that the
+    file is as Chalie left it (`damage`). Whether it was recorded: not when the log could not
+    be folded in whole (a reader still in a transaction)."""
+    mark = _sound_mark(db_file)
+    mark.unlink(missing_ok=True)
+    try:
+        conn = db.connect(db_file, busy_timeout_ms=BUSY_TIMEOUT_MS)
+        try:
+            (busy, _, _) = conn.execute(  # type: ignore[misc]
+                "PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        finally:
+            conn.close()
+        if busy:
+            return False
+        wal = db_file.with_name(db_file.name + "-wal")
+        if wal.is_file() and wal.stat().st_size > 0:
+            return False
+        tmp = mark.with_name(mark.name + ".tmp")
+        tmp.write_text(json.dumps(_identity(db_file)))
+        tmp.replace(mark)
+    except (StoreError, apsw.Error, OSError):
+        return False
+    return True
+
+
+def _unchanged_since_clean_stop(db_file: Path) -> bool:
+    mark = _sound_mark(db_file)
+    try:
+        recorded = json.loads(mark.read_text())
+        return bool(recorded == _identity(db_file))
+    except (OSError, ValueError):
+        return False
+
+
 def damage(db_file: Path) -> str | None:
     """What is wrong with the database file, read without writing anything (SQLite's
     quick_check: every page's structure, not the indexes' contents); None when it is sound or
-    not there yet."""
+    not there yet. A file that is, byte for byte as far as the file system tells (inode, size,
+    modification and change times), as the last clean stop left it (`mark_sound`), with no
+    write-ahead log to replay, is not read again: the check reads every page (about a minute
+    for five years of heavy use, at each start). A write from outside (a stray program, a copy
+    put in its place, a restore) changes what is compared; damage the file system does not see
+    (a failing disk's bits) is found when SQLite reads the page, and the store then stops
+    writing (chalie/store/health.py)."""
     if not db_file.is_file():
         return None
     wal = db_file.with_name(db_file.name + "-wal")
+    wal_empty = not wal.is_file() or wal.stat().st_size == 0
+    if wal_empty and _unchanged_since_clean_stop(db_file):
+        return None
     try:
-        if wal.is_file() and wal.stat().st_size > 0:  # pages in the WAL count: read them too
+        if not wal_empty:  # pages in the WAL count: read them too
             conn = db.connect(db_file, busy_timeout_ms=BUSY_TIMEOUT_MS, readonly=True)
         else:  # immutable: not even an empty -wal or -shm file is made
             conn = apsw.Connection(f"file:{quote(str(db_file))}?immutable=1",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import apsw
@@ -48,18 +49,24 @@ def space(writer: apsw.Connection) -> int:
         return memory_writes.ensure_space(writer, "test-72", now=1.0)
 
 
+@pytest.mark.parametrize("chunk", [16_384, 2])
 def test_the_nearest_by_sign_bits_come_first_ties_the_older_first(
-    writer: apsw.Connection, space: int,
+    writer: apsw.Connection, space: int, monkeypatch: pytest.MonkeyPatch, chunk: int,
 ) -> None:
-    ids = [say(writer, f"line {n}") for n in range(5)]
+    """Also when the rows are scanned a few at a time and the farthest dropped on the way."""
+    monkeypatch.setattr(bit_index, "CHUNK", chunk)
+    monkeypatch.setattr(bit_index, "KEPT", 1)
+    ids = [say(writer, f"line {n}") for n in range(7)]
     store(writer, space, [(ids[0], signs(1, 2, 3)), (ids[1], signs(1)), (ids[2], signs(5, 70)),
-                          (ids[3], signs(71)), (ids[4], signs(0, 1, 2, 3, 4, 5))])
+                          (ids[3], signs(71)), (ids[4], signs(0, 1, 2, 3, 4, 5)),
+                          (ids[5], signs(2)), (ids[6], signs(70))])
     index = BitIndex(space)
     keys = [mkey(Kind.TRANSCRIPT, i) for i in ids]
-    assert index.nearest(writer, signs(), 5) == [keys[1], keys[3], keys[2], keys[0], keys[4]]
-    assert index.nearest(writer, signs(), 2) == [keys[1], keys[3]]
+    assert index.nearest(writer, signs(), 7) == [keys[1], keys[3], keys[5], keys[6], keys[2],
+                                                 keys[0], keys[4]]
+    assert index.nearest(writer, signs(), 3) == [keys[1], keys[3], keys[5]]
     assert index.nearest(writer, signs(), 0) == []
-    assert len(index) == 5
+    assert len(index) == 7
 
 
 def test_vectors_stored_after_a_search_are_found_by_the_next(
@@ -147,3 +154,43 @@ def test_the_bits_are_a_vectors_signs() -> None:
     words = bit_index.pack(signs(0, 9, 71))
     assert len(words) == 2  # 72 bits in two 64-bit words
     assert sum(int(w).bit_count() for w in words) == DIM - 3
+
+
+def test_a_new_index_starts_from_the_copy_saved_beside_the_store(
+    writer: apsw.Connection, space: int, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """After a start read many vectors, the index is saved beside the store; the next start
+    reads that copy (here: the bits as they were saved, though a vector was rewritten in the
+    table behind its back) and the vectors stored after it."""
+    monkeypatch.setattr(bit_index, "SAVE_AFTER", 3)
+    ids = [say(writer, f"line {n}") for n in range(4)]
+    store(writer, space, [(i, signs(n + 1)) for n, i in enumerate(ids)])
+    keys = [mkey(Kind.TRANSCRIPT, i) for i in ids]
+    BitIndex(space).catch_up(writer)
+    assert Path(f"{writer.filename}.bits-{space}.npz").is_file()
+    writer.execute("UPDATE vectors SET embedding = ? WHERE mkey = ?", (signs(), keys[3]))
+    newer = say(writer, "newer")
+    store(writer, space, [(newer, signs(0, 1, 2, 3, 4, 5, 6))])
+    restarted = BitIndex(space)
+    assert restarted.nearest(writer, signs(), 5) == [*keys, mkey(Kind.TRANSCRIPT, newer)]
+    assert len(restarted) == 5
+
+
+def test_a_saved_copy_whose_newest_row_was_given_again_is_not_used(
+    writer: apsw.Connection, space: int, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """When the newest vector the copy holds was deleted and its rowid given to another, the
+    copy cannot tell which of its rows are still true: the store is read in full."""
+    monkeypatch.setattr(bit_index, "SAVE_AFTER", 1)
+    ids = [say(writer, f"line {n}") for n in range(3)]
+    store(writer, space, [(i, signs(n + 1)) for n, i in enumerate(ids)])
+    BitIndex(space).catch_up(writer)
+    with db.immediate(writer):
+        memory_writes.unindex(writer, mkey(Kind.TRANSCRIPT, ids[2]))
+    newer = say(writer, "newer")
+    store(writer, space, [(newer, signs())])
+    restarted = BitIndex(space)
+    assert restarted.nearest(writer, signs(), 5) == [mkey(Kind.TRANSCRIPT, newer),
+                                                     mkey(Kind.TRANSCRIPT, ids[0]),
+                                                     mkey(Kind.TRANSCRIPT, ids[1])]
+    assert len(restarted) == 3
