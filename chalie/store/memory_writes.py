@@ -172,9 +172,8 @@ def apply_fact(conn: apsw.Connection, effect: RememberFact | ForgetFact, *,
 def insert_episodes(conn: apsw.Connection, channel: str, episodes: Sequence[EpisodeRow], *,
                     upto_transcript_id: int, encoding_id: str, now: float,
                     after_transcript_id: int | None = None) -> list[int] | None:
-    """Store a window's episodes and move the channel's encoding mark to `upto_transcript_id`.
-    The transcript messages now covered leave the bit index (their episodes stand for them
-    in the vector search; the full-text index still finds them word for word). With
+    """Store a window's episodes and move the channel's encoding mark to `upto_transcript_id`
+    (the messages covered keep their vectors, and their place in recall's bit index). With
     `after_transcript_id`, the window must start at the channel's mark: when the mark has
     moved meanwhile (another encoder instance stored this window), nothing is stored and the
     result is None."""
