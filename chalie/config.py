@@ -186,6 +186,7 @@ class MemoryConfig(_Section, frozen=True):
     recall_k: int
     recency_days: float
     retrieval_decay: float
+    feedback_weight: float
     snapshots_kept: int
     update_candidates: int
     update_similarity: float

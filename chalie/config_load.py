@@ -79,7 +79,7 @@ _NON_NEGATIVE = {
     "llm.retries", "llm.retry_backoff_s", "llm.max_retry_after_s", "llm.threads",
     "act.history_turns", "supervisor.backoff_initial_s",
     "supervisor.backoff_max_s", "memory.retrieval_decay", "memory.index_delay_s",
-    "memory.encoder_known_facts",
+    "memory.encoder_known_facts", "memory.feedback_weight",
     "context.identity", "context.state", "context.memory", "context.tools", "context.history",
     "signals.min_salience", "dmn.signal_debounce_s", "dmn.busy_s", "dmn.boot_delay_s",
     "dmn.daily_cap", "scheduler.catch_up_s",

@@ -96,7 +96,13 @@ def match_expression(terms: list[str]) -> str:
 def search(conn: apsw.Connection, text: str, limit: int, *, kind: int | None = None) -> list[int]:
     """Memory keys of the items that best match `text` by BM25, best first; with `kind`, only
     items of that kind (chalie.values.memory.Kind)."""
-    terms = query_terms(conn, text)
+    return search_terms(conn, query_terms(conn, text), limit, kind=kind)
+
+
+def search_terms(conn: apsw.Connection, terms: list[str], limit: int, *,
+                 kind: int | None = None) -> list[int]:
+    """`search` for terms already cut (`query_terms`): recall's second pass
+    (chalie.memory.feedback) searches the question's terms with words of what it found."""
     if not terms or limit <= 0:
         return []
     frequency = _frequencies(conn, terms)
@@ -142,6 +148,11 @@ _DF_TTL_S = 60.0  # document frequencies change slowly; they only order terms an
 _DF_KEPT = 20_000
 _df: dict[tuple[str, str], tuple[int, float]] = {}
 _df_lock = threading.Lock()
+
+
+def frequencies(conn: apsw.Connection, terms: list[str]) -> dict[str, int]:
+    """How many items hold each term (a minute's cache: see `_frequencies`)."""
+    return _frequencies(conn, terms)
 
 
 def _frequencies(conn: apsw.Connection, terms: list[str]) -> dict[str, int]:

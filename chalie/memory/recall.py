@@ -1,13 +1,16 @@
 """Hybrid recall: one ranked list of transcript messages, episodes and knowledge for a query.
 
-Two rankings are fused by reciprocal rank fusion (RRF, k = 20):
+Two rankings are fused by reciprocal rank fusion (RRF, k = 20), and a third seeded by them:
 - full text: BM25 over the FTS5 index of every item (chalie.memory.fts);
 - vectors: cosine similarity of float32 vectors of the current embedder, over a pre-filtered
   set of candidates, so the float re-rank reads a few hundred vectors at most, never all of
   them: the full-text candidates, the newest episodes and facts, and, for embedders whose
   vectors keep their neighbourhoods in sign bits (semantic ones; `Embedder.binary_knn`), the
   KNN_OVERSAMPLE * depth items nearest by the Hamming distance of those bits (every item with a
-  vector: chalie.memory.bit_index).
+  vector: chalie.memory.bit_index);
+- a second full-text pass: the question's words and those the best items of the first two
+  share, its reciprocal ranks times memory.feedback_weight (chalie.memory.feedback): what
+  takes two steps to find is worded like what the first step found.
 Then each fused score is weighted by recency and by retrieval strength:
     recency  = 1 / (1 + age_days / memory.recency_days)            (0.5 after recency_days)
     strength = (1 + times_recalled) * (1 + days_since_last_recall) ** -memory.retrieval_decay
@@ -38,7 +41,7 @@ import structlog
 
 from chalie.clock import Clock
 from chalie.config import MemoryConfig
-from chalie.memory import fts
+from chalie.memory import feedback, fts
 from chalie.memory.embedders import Embedder, HashedEmbedder
 from chalie.metrics import Metrics
 from chalie.store import memory_queries as mq
@@ -157,10 +160,15 @@ class Recall:
             conn, query, text_ranked, eligible, depth=depth, embedding=embedding)
         found = mq.items(conn, dict.fromkeys([*text_ranked, *vector_ranked]))
         fused: dict[int, float] = {}
-        for ranking in (text_ranked, vector_ranked):
-            for rank, key in enumerate(ranking, 1):
-                if key in found:
-                    fused[key] = fused.get(key, 0.0) + 1.0 / (RRF_K + rank * _demoted(found[key]))
+        self._fuse(fused, found, text_ranked, 1.0)
+        self._fuse(fused, found, vector_ranked, 1.0)
+        if self._config.feedback_weight > 0:
+            seeds = [found[key] for key in sorted(fused, key=lambda key: -fused[key])
+                     if _demoted(found[key]) == 1.0][:feedback.SEEDS]
+            again = [key for key in feedback.search(conn, query, [i.text for i in seeds],
+                                                    depth + 16) if eligible(key)][:depth]
+            found.update(mq.items(conn, [key for key in again if key not in found]))
+            self._fuse(fused, found, again, self._config.feedback_weight)
         # Weights cannot lift an item from far down the fused list: look at the top few only.
         top = sorted(fused, key=lambda key: -fused[key])[:max(3 * k, k + 12)]
         found = {key: found[key] for key in top}
@@ -181,6 +189,14 @@ class Recall:
         if self._metrics is not None:
             self._metrics.recall_seconds.observe(time.perf_counter() - started)
         return Recalled(tuple(hits[:k]), degraded, vector)
+
+    @staticmethod
+    def _fuse(fused: dict[int, float], found: dict[int, Item], ranking: list[int],
+              weight: float) -> None:
+        """Add a ranking's reciprocal ranks, times `weight`, to the fused scores."""
+        for rank, key in enumerate(ranking, 1):
+            if key in found:
+                fused[key] = fused.get(key, 0.0) + weight / (RRF_K + rank * _demoted(found[key]))
 
     def warm(self, connect: Callable[[], AbstractContextManager[apsw.Connection]]) -> None:
         """Read the bit index before the first turn needs it (every vector of the space: about
