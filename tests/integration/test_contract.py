@@ -191,7 +191,7 @@ def test_an_action_runs_a_skill_without_the_llm(server: ServerProcess, llm: Stub
     assert frames[-2]["metrics"]["tools"] == {"memory": 1}
     recall = {"skill": "memory", "params": {"action": "recall", "query": "tea"}}
     assert client.turn_from({"type": "action", "payload": recall})[-2]["blocks"][0]["text"] == (
-        "- tea: green"
+        "- [1] tea: green"
     )
     assert llm.requests == []
 
