@@ -30,33 +30,21 @@ searches that return them.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import threading
 import zipfile
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import apsw
 import numpy as np
 import numpy.typing as npt
 import structlog
 
+from chalie.memory import heap
 from chalie.store import memory_queries as mq
 
 log = structlog.get_logger("chalie.memory")
 
-
-def _libc_trim() -> Any:
-    """glibc's malloc_trim; None elsewhere."""
-    name = ctypes.util.find_library("c")
-    try:
-        return getattr(ctypes.CDLL(name), "malloc_trim", None) if name else None
-    except OSError:
-        return None
-
-
-_TRIM = _libc_trim()
 
 READ_BATCH = 8192  # vectors read and packed at a time when the index is (re)built
 MERGE_TAIL = 4096  # rows stored since the last merge before they join the main block
@@ -184,10 +172,10 @@ class BitIndex:
         with self._lock:
             before = self._unsaved
             self._catch_up(conn)
-            if self._unsaved - before >= SAVE_AFTER and _TRIM is not None:
+            if self._unsaved - before >= SAVE_AFTER:
                 # The vectors read went through the heap a batch at a time: hand what they
                 # left free back (a first read of 2.1M left 400 MiB resident, not 275).
-                _TRIM(0)
+                heap.trim()
             save = self._unsaved >= SAVE_AFTER and len(self._blocks) == 1
             if save:
                 self._unsaved = 0

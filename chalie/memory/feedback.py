@@ -16,9 +16,10 @@ questions with every evidence line in the prompt went from 77 to 83 of 141 (54.6
 all questions from 647 to 650 of 759; temporal lost 3 of 156, open-domain 1 of 44, single-hop
 gained 1 of 418 (the rankings compete for one budget). With the five in one store (locomo.py
 --haystack) it lost at 8k (multi-hop 74 -> 71, all 634 -> 626) and won at 32k (multi-hop 129 ->
-133, all 743 -> 740): so memory.feedback_weight is 0 by default, until it helps there too. Tried and not kept (an offline replay
-of recall and the memory section's fill): the first pass's vectors as a Rocchio query (a
-centroid, or each seed's nearest items), its capitalised words, a penalty for many items of
+133, all 743 -> 740): so memory.feedback_weight is 0 by default, until it helps there too.
+Tried and not kept (an offline replay of recall and the memory section's fill): the first
+pass's vectors as a Rocchio query (a centroid, or each seed's nearest items), its capitalised
+words, a penalty for many items of
 one day or a bonus for a day with many, fewer or weaker neighbours, other RRF constants and
 weights, and a full-text ranking weighted more: none moved multi-hop by more than a question
 or two without costing as much elsewhere.

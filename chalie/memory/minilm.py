@@ -14,8 +14,6 @@ batches, a server of about 150 MiB (195 in float32). One intra-op thread by defa
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -26,6 +24,7 @@ import structlog
 from tokenizers import Tokenizer
 
 from chalie.errors import EmbedError
+from chalie.memory import heap
 from chalie.memory.minilm_weights import Weights
 
 log = structlog.get_logger("chalie.memory")
@@ -38,17 +37,6 @@ WARM_UP = "hello there"  # embedded once at load (never stored)
 # 8-bit blocks in int8; where it unpacks them to float32 on every run instead, 29 ms.
 SLOW_INT8_MS = 15.0
 
-
-def _libc_trim() -> Any:
-    """glibc's malloc_trim, to hand freed activations back to the system; None elsewhere."""
-    name = ctypes.util.find_library("c")
-    try:
-        return getattr(ctypes.CDLL(name), "malloc_trim", None) if name else None
-    except OSError:
-        return None
-
-
-_TRIM = _libc_trim()
 
 
 class MiniLmEmbedder:
@@ -85,8 +73,7 @@ class MiniLmEmbedder:
             self._tokenizer = Tokenizer.from_file(str(weights.tokenizer))
         except Exception as e:  # ORT and tokenizers raise their own kinds; one is needed here
             raise EmbedError(f"loading {weights.onnx}: {e}") from e
-        if _TRIM is not None:
-            _TRIM(0)  # the model file's bytes, copied into ORT's tensors, are freed now
+        heap.trim()  # the model file's bytes, copied into ORT's tensors, are freed now
         self._inputs = {i.name for i in self._session.get_inputs()}
         self._pooled = self._session.get_outputs()[0].name == "embedding"
         meta = self._session.get_modelmeta().custom_metadata_map  # ours: the model's positions
@@ -125,8 +112,8 @@ class MiniLmEmbedder:
             raise
         except Exception as e:  # ORT raises its own kinds; the caller needs one
             raise EmbedError(f"embedding with {self.space} failed: {e}") from e
-        if len(texts) > 1 and _TRIM is not None:
-            _TRIM(0)
+        if len(texts) > 1:
+            heap.trim()
         return out
 
     def _run(self, rows: list[list[int]]) -> np.ndarray[Any, Any]:
