@@ -7,9 +7,8 @@ check values against: the LLM jobs (`JOBS`), a /ws channel name (`CHANNEL_RE`), 
 name (`MCP_NAME_RE`), the context shares (`CONTEXT_SHARES`), and `parse_span`, which reads a
 `dmn.quiet_hours` span.
 
-Every default lives in config/chalie.toml; the structs below only give the shape and types,
-so a key missing from the defaults file is a bug the tests catch. Reading the defaults, a user
-file and the environment into a checked Config is chalie/config_load.py.
+Every default lives in config/chalie.toml; the structs give only shape and types (a key missing
+from that file is a bug the tests catch); chalie/config_load.py reads and checks a Config.
 """
 
 from __future__ import annotations
