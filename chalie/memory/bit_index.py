@@ -26,21 +26,26 @@ the next start reads that copy and only the vectors stored after it. The copy is
 as the live index is: the newest row it holds must still be in the store under the same key
 (rowids given again: the store is read in full), and rows deleted since are found gone by the
 searches that return them.
+
+Past CLUSTER_ROWS items a whole scan is most of recall's time, so at start `catch_up` clusters
+them (chalie.memory.bit_ivf: seconds, off the turn path; searches scan the whole index
+meanwhile) and the main block gives way to the clusters; rows stored since join them
+MERGE_TAIL at a time, and the copy saved beside the store keeps the clusters, trained anew at a
+start once they hold RETRAIN_GROWTH times the items they were trained on.
 """
 
 from __future__ import annotations
 
 import threading
-import zipfile
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import apsw
 import numpy as np
 import numpy.typing as npt
 import structlog
 
-from chalie.memory import heap
+from chalie.memory import bit_ivf, heap
 from chalie.store import memory_queries as mq
 
 log = structlog.get_logger("chalie.memory")
@@ -50,7 +55,8 @@ READ_BATCH = 8192  # vectors read and packed at a time when the index is (re)bui
 MERGE_TAIL = 4096  # rows stored since the last merge before they join the main block
 REBUILD_DEAD = 0.2  # read the index again once this share of its rows is known to be gone
 SAVE_AFTER = 65_536  # rows read from the store (not the saved copy) before it is saved anew
-SAVED_FORMAT = 1
+SAVED_FORMAT = 2  # 2: the clusters, when there are; 1 (still read): the bits only
+CLUSTER_ROWS = 262_144  # items from which a search scans the nearest clusters, not every row
 CHUNK = 16_384  # rows whose distances are computed at a time (their buffers: 176 KiB)
 KEPT = 4  # rows kept per row wanted before the farthest of them are dropped
 
@@ -141,6 +147,9 @@ class BitIndex:
         self._dead: frozenset[int] = frozenset()
         self._may_load = True  # the saved copy may stand in for a first read of the store
         self._unsaved = 0  # rows read from the store since the saved copy was written
+        self._clustered: bit_ivf.Clustered | None = None  # rows before the blocks, if many
+        self._clustering = False  # clusters being made: blocks are not merged meanwhile
+        self._generation = 0  # read again in full: clusters made from before are dropped
 
     def __len__(self) -> int:
         return self._rows
@@ -150,15 +159,18 @@ class BitIndex:
         first (ties: the older first), after catching up with the store."""
         if k <= 0:
             return []
+        q = pack(query)
+        parts = []
         with self._lock:
             self._catch_up(conn)
             blocks, dead = self._blocks, self._dead
-        q = pack(query)
+            want = k + len(dead)
+            if self._clustered is not None and self._clustered.words == len(q):
+                parts.append(self._clustered.nearest(q, want))  # older than every block
         blocks = [b for b in blocks if b.words.shape[0] == len(q)]  # another dimension: none
-        if not blocks:
+        parts += [block.nearest(q, want) for block in blocks]
+        if not parts:
             return []
-        want = k + len(dead)
-        parts = [block.nearest(q, want) for block in blocks]
         distance = np.concatenate([d for d, _ in parts])
         keys = np.concatenate([k_ for _, k_ in parts])
         order = np.argsort(distance, kind="stable")[:want]  # blocks are in rowid order
@@ -176,12 +188,14 @@ class BitIndex:
                 # The vectors read went through the heap a batch at a time: hand what they
                 # left free back (a first read of 2.1M left 400 MiB resident, not 275).
                 heap.trim()
-            save = self._unsaved >= SAVE_AFTER and len(self._blocks) == 1
-            if save:
-                self._unsaved = 0
-                main, upto, upto_key = self._blocks[0], self._upto, self._upto_key
-        if save:  # outside the lock: the block is never changed in place
-            _save(_saved_path(conn, self._space_id), main, self._space_id, upto, upto_key)
+            job = self._cluster_job()
+        if job is not None:  # outside the lock: seconds; searches scan every row meanwhile
+            self._cluster(*job)
+        with self._lock:
+            saved = self._saved_now() if self._unsaved >= SAVE_AFTER else None
+        if saved is not None:  # outside the lock: what is written is never changed in place
+            _save(_saved_path(conn, self._space_id), self._space_id, saved)
+            heap.trim()
 
     def gone(self, keys: list[int]) -> None:
         """Keys a search returned whose vectors are no longer in the store: left out from now
@@ -197,6 +211,8 @@ class BitIndex:
         self._blocks, self._rows = [], 0
         self._upto, self._upto_key = 0, None
         self._dead = frozenset()
+        self._clustered = None
+        self._generation += 1
         self._may_load = False  # what the saved copy holds is what is being thrown away
 
     def _catch_up(self, conn: apsw.Connection) -> None:
@@ -238,11 +254,82 @@ class BitIndex:
         self._blocks = [*self._blocks, *read]
         self._rows += rows
         self._unsaved += rows
-        if len(self._blocks) > 1 and self._rows - len(self._blocks[0].keys) >= MERGE_TAIL:
+        if self._clustering:
+            return  # the main block is what the clusters are being made of
+        if self._clustered is not None:
+            self._merge_into_clusters(MERGE_TAIL)
+        elif len(self._blocks) > 1 and self._rows - len(self._blocks[0].keys) >= MERGE_TAIL:
             dims = {b.words.shape[0] for b in self._blocks}
             if len(dims) == 1:
                 self._blocks = [_Block(np.concatenate([b.keys for b in self._blocks]),
                                        np.concatenate([b.words for b in self._blocks], axis=1))]
+
+    def _merge_into_clusters(self, at_least: int) -> None:
+        """The blocks join the clusters, once they hold at least `at_least` rows."""
+        assert self._clustered is not None
+        size = self._clustered.words
+        if sum(len(b.keys) for b in self._blocks) < max(1, at_least) or \
+                any(b.words.shape[0] != size for b in self._blocks):
+            return
+        self._clustered.add(np.concatenate([b.keys for b in self._blocks]),
+                            np.concatenate([b.words for b in self._blocks], axis=1))
+        self._blocks = []
+
+    def _cluster_job(self) -> tuple[int, _Block | None, _Block] | None:
+        """What the clusters are to be made of, when it is time (under the lock): the main
+        block, once it holds CLUSTER_ROWS rows; or the clusters' own rows, once they
+        outgrew their training. None otherwise."""
+        if self._clustering:
+            return None
+        if self._clustered is None:
+            if not self._blocks or len(self._blocks[0].keys) < CLUSTER_ROWS:
+                return None
+            main = self._blocks[0]
+            self._clustering = True
+            return self._generation, main, main
+        if not self._clustered.outgrown:
+            return None
+        self._clustering = True
+        return self._generation, None, _Block(*self._clustered.contents())
+
+    def _cluster(self, generation: int, main: _Block | None, rows: _Block) -> None:
+        """Make the clusters of `rows` (outside the lock), then put them in place of the main
+        block `main` (or of the clusters they were read from), unless the index was read again
+        in full meanwhile; the rows read since join them."""
+        try:
+            made = bit_ivf.Clustered.build(rows.keys, rows.words)
+        except Exception as e:  # faiss missing or failing: the whole scan still answers
+            log.warning("bit_index_not_clustered", rows=len(rows.keys), error=str(e))
+            made = None
+        with self._lock:
+            self._clustering = False
+            if made is None or generation != self._generation:
+                return
+            if main is not None:
+                if not self._blocks or self._blocks[0] is not main:
+                    return
+                self._blocks = self._blocks[1:]
+            self._clustered = made
+            self._merge_into_clusters(0)
+            self._unsaved = max(self._unsaved, SAVE_AFTER)  # saved now, not clustered again
+        log.info("bit_index_clustered", rows=len(made), lists=made.lists)
+        heap.trim()
+
+    def _saved_now(self) -> tuple[dict[str, npt.NDArray[Any]], int, int, int | None] | None:
+        """What to save (under the lock), when the index is one piece: the main block, or
+        the clusters with no block beside them (a copy of them, made here: they change in
+        place); with the rows they were trained on, the newest rowid and its key."""
+        if self._clustering:
+            return None
+        arrays: dict[str, npt.NDArray[Any]]
+        if self._clustered is None and len(self._blocks) == 1:
+            arrays, trained = {"keys": self._blocks[0].keys, "words": self._blocks[0].words}, 0
+        elif self._clustered is not None and not self._blocks:
+            arrays, trained = {"clusters": self._clustered.dump()}, self._clustered.trained_rows
+        else:
+            return None
+        self._unsaved = 0
+        return arrays, trained, self._upto, self._upto_key
 
     def _load(self, conn: apsw.Connection) -> None:
         """The copy saved beside the store, when it is of this space and the newest row it
@@ -254,14 +341,20 @@ class BitIndex:
             return
         try:
             with np.load(path) as saved:
-                version, space_id, upto, upto_key = (int(v) for v in saved["meta"])
-                if version != SAVED_FORMAT or space_id != self._space_id or \
+                version, space_id, upto, upto_key, *trained = (int(v) for v in saved["meta"])
+                if version not in (1, SAVED_FORMAT) or space_id != self._space_id or \
                         mq.vector_key(conn, upto) != upto_key:
                     return
-                block = _Block(saved["keys"], saved["words"])
-        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+                if "clusters" in saved.files:
+                    self._clustered = bit_ivf.Clustered.load(saved["clusters"], trained[0])
+                    self._rows = len(self._clustered)
+                else:
+                    block = _Block(saved["keys"], saved["words"])
+                    self._blocks, self._rows = [block], len(block.keys)
+        except Exception as e:  # unreadable, or faiss missing: read the store instead
+            self._clustered, self._blocks, self._rows = None, [], 0
+            log.warning("bit_index_copy_not_read", path=str(path), error=str(e))
             return  # read from the store instead, and saved anew
-        self._blocks, self._rows = [block], len(block.keys)
         self._upto, self._upto_key = upto, upto_key
 
 
@@ -271,17 +364,18 @@ def _saved_path(conn: apsw.Connection, space_id: int) -> Path | None:
     return Path(f"{name}.bits-{space_id}.npz") if name else None
 
 
-def _save(path: Path | None, block: _Block, space_id: int, upto: int,
-          upto_key: int | None) -> None:
+def _save(path: Path | None, space_id: int, saved: tuple[dict[str, npt.NDArray[Any]], int, int,
+                                                         int | None]) -> None:
     """Write the index to `path` (through a temporary file, renamed into place); a store that
     cannot be written beside is read in full at the next start instead."""
+    arrays, trained, upto, upto_key = saved
     if path is None or upto_key is None:
         return
     tmp = path.with_name(path.name + ".tmp")
+    meta = np.array([SAVED_FORMAT, space_id, upto, upto_key, trained], dtype=np.int64)
     try:
         with tmp.open("wb") as f:
-            np.savez(f, meta=np.array([SAVED_FORMAT, space_id, upto, upto_key], dtype=np.int64),
-                     keys=block.keys, words=block.words)
+            np.savez(f, meta=meta, **arrays)  # type: ignore[arg-type]  # names, not flags
         tmp.replace(path)
     except OSError as e:
         tmp.unlink(missing_ok=True)

@@ -3,6 +3,7 @@ on a real SQLite store written with chalie.store.memory_writes."""
 
 from __future__ import annotations
 
+import random
 import struct
 from collections.abc import Sequence
 from pathlib import Path
@@ -12,7 +13,7 @@ import apsw
 import pytest
 
 from chalie.config import Config
-from chalie.memory import bit_index
+from chalie.memory import bit_index, bit_ivf
 from chalie.memory.bit_index import BitIndex
 from chalie.store import db, memory_writes
 from chalie.values.memory import Kind, mkey
@@ -194,3 +195,143 @@ def test_a_saved_copy_whose_newest_row_was_given_again_is_not_used(
                                                      mkey(Kind.TRANSCRIPT, ids[0]),
                                                      mkey(Kind.TRANSCRIPT, ids[1])]
     assert len(restarted) == 3
+
+
+# -- clusters (chalie.memory.bit_ivf): past CLUSTER_ROWS, as in a store of years --
+
+def _random_rows(writer: apsw.Connection, space: int, n: int, seed: int,
+                 ) -> dict[int, bytes]:
+    rng = random.Random(seed)
+    ids = [say(writer, f"line {seed} {i}") for i in range(n)]
+    vectors = {i: signs(*rng.sample(range(DIM), rng.randrange(DIM))) for i in ids}
+    store(writer, space, list(vectors.items()))
+    return {mkey(Kind.TRANSCRIPT, i): v for i, v in vectors.items()}
+
+
+def _distance(a: bytes, b: bytes) -> int:
+    return sum(int(x).bit_count() for x in bit_index.pack(a) ^ bit_index.pack(b))
+
+
+@pytest.fixture
+def small_clusters(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Clusters from 300 rows, 4-32 lists, every list probed: a search finds what a whole
+    scan finds (up to ties), so what is tested is the index around them."""
+    monkeypatch.setattr(bit_index, "CLUSTER_ROWS", 300)
+    monkeypatch.setattr(bit_index, "SAVE_AFTER", 1)
+    monkeypatch.setattr(bit_index, "MERGE_TAIL", 8)
+    monkeypatch.setattr(bit_ivf, "MIN_LISTS", 4)
+    monkeypatch.setattr(bit_ivf, "PROBE_SHARE", 1)
+    monkeypatch.setattr(bit_ivf, "TRAIN_PER_LIST", 16)
+
+
+def _same_as_a_scan(found: list[int], vectors: dict[int, bytes], query: bytes, k: int) -> None:
+    """`found` is a whole scan's answer: the k nearest, up to which of those tied at the
+    farthest distance come back."""
+    ranked = sorted(vectors, key=lambda key: _distance(vectors[key], query))
+    farthest = _distance(vectors[ranked[k - 1]], query)
+    assert len(found) == k == len(set(found))
+    assert [_distance(vectors[key], query) for key in found] == \
+        [_distance(vectors[key], query) for key in ranked[:k]]
+    assert {key for key in ranked if _distance(vectors[key], query) < farthest} <= set(found)
+
+
+@pytest.mark.usefixtures("small_clusters")
+def test_a_large_index_is_clustered_at_start_and_finds_what_a_scan_finds(
+    writer: apsw.Connection, space: int,
+) -> None:
+    vectors = _random_rows(writer, space, 320, seed=1)
+    index = BitIndex(space)
+    index.catch_up(writer)
+    assert index._clustered is not None
+    assert len(index._clustered) == 320
+    assert not index._blocks  # the main block gave way to the clusters
+    for seed in range(5):
+        query = signs(*random.Random(seed).sample(range(DIM), 30))
+        _same_as_a_scan(index.nearest(writer, query, 10), vectors, query, 10)
+    # Rows stored since are searched beside the clusters, and join them MERGE_TAIL at a time.
+    vectors |= _random_rows(writer, space, 5, seed=2)
+    query = signs(3, 9)
+    _same_as_a_scan(index.nearest(writer, query, 12), vectors, query, 12)
+    assert len(index._blocks) == 1
+    assert len(index._clustered) == 320
+    vectors |= _random_rows(writer, space, 5, seed=3)
+    _same_as_a_scan(index.nearest(writer, query, 12), vectors, query, 12)
+    assert not index._blocks
+    assert len(index._clustered) == 330 == len(index)
+
+
+@pytest.mark.usefixtures("small_clusters")
+def test_the_clusters_are_saved_and_the_next_start_reads_them_not_the_store(
+    writer: apsw.Connection, space: int,
+) -> None:
+    vectors = _random_rows(writer, space, 320, seed=4)
+    BitIndex(space).catch_up(writer)
+    newer = _random_rows(writer, space, 3, seed=5)
+    restarted = BitIndex(space)
+    restarted.catch_up(writer)  # the copy, then the three stored after it
+    assert restarted._clustered is not None
+    assert len(restarted._clustered) == 320
+    assert restarted._clustered.trained_rows == 320  # read, not trained again
+    assert len(restarted) == 323
+    query = signs(1, 2, 3)
+    _same_as_a_scan(restarted.nearest(writer, query, 15), vectors | newer, query, 15)
+
+
+@pytest.mark.usefixtures("small_clusters")
+def test_clusters_that_outgrew_their_training_are_trained_anew_at_a_start(
+    writer: apsw.Connection, space: int, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    vectors = _random_rows(writer, space, 320, seed=6)
+    index = BitIndex(space)
+    index.catch_up(writer)
+    assert index._clustered is not None
+    assert index._clustered.lists == 16
+    vectors |= _random_rows(writer, space, 1000, seed=7)
+    index.nearest(writer, signs(), 1)  # read, and merged into the clusters
+    assert index._clustered.lists == 16
+    assert len(index._clustered) == 1320
+    index.catch_up(writer)  # as at the next start: 4 times the rows trained on
+    assert index._clustered.lists == 32
+    assert index._clustered.trained_rows == 1320
+    query = signs(*range(20))
+    _same_as_a_scan(index.nearest(writer, query, 20), vectors, query, 20)
+
+
+@pytest.mark.usefixtures("small_clusters")
+def test_without_faiss_a_large_index_is_scanned_whole(
+    writer: apsw.Connection, space: int, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def missing() -> None:
+        raise ImportError("No module named 'faiss'")
+
+    monkeypatch.setattr(bit_ivf, "_faiss", missing)
+    vectors = _random_rows(writer, space, 320, seed=8)
+    index = BitIndex(space)
+    index.catch_up(writer)
+    assert index._clustered is None
+    assert len(index._blocks) == 1
+    query = signs(5)
+    _same_as_a_scan(index.nearest(writer, query, 10), vectors, query, 10)
+
+
+def test_a_read_in_full_drops_clusters_being_made_from_before(
+    writer: apsw.Connection, space: int, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A rowid given again while the clusters are made: they are of rows no longer true."""
+    monkeypatch.setattr(bit_index, "CLUSTER_ROWS", 3)
+    ids = [say(writer, f"line {n}") for n in range(4)]
+    store(writer, space, [(i, signs(n + 1)) for n, i in enumerate(ids)])
+    index = BitIndex(space)
+    build = bit_ivf.Clustered.build
+
+    def meanwhile(keys: Any, words: Any, **kwargs: Any) -> bit_ivf.Clustered:
+        with index._lock:
+            index._reset()
+        return build(keys, words, **kwargs)
+
+    monkeypatch.setattr(bit_ivf.Clustered, "build", staticmethod(meanwhile))
+    monkeypatch.setattr(bit_ivf, "MIN_LISTS", 1)
+    index.catch_up(writer)
+    assert index._clustered is None
+    assert index.nearest(writer, signs(), 2) == [mkey(Kind.TRANSCRIPT, ids[0]),
+                                                 mkey(Kind.TRANSCRIPT, ids[1])]
