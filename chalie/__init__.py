@@ -1,6 +1,6 @@
 """Chalie: a self-hosted cognitive assistant server.
 
-Its floors, top to bottom (README, "How it is built"; kept by the contracts in pyproject.toml):
+Its floors, top to bottom (docs/architecture.md; kept by the contracts in pyproject.toml):
 the command line and the wiring (cli*, doctor*, server*), edge/, actors/, the core (act/,
 memory/, cognition/, background/, tools/, interfaces/, mcp/, world/, llm/), store/, and the
 ground floor (config*, reload, clock, errors, metrics, logs, frames, paths, prompts, outbox,

@@ -65,6 +65,10 @@ class ActNarration(_Frame, frozen=True, kw_only=True, tag="act_narration"):
 
 
 class Message(_Frame, frozen=True, kw_only=True, tag="message"):
+    """A turn's answer, whole: its `blocks` (text, as Markdown, and the like), what it cost
+    (`metrics`: tokens, tool calls, time), and the topic, mode and confidence the turn ran
+    with. Sent once the answer is on disk; `message_delta` frames may have shown it growing."""
+
     blocks: tuple[Block, ...]
     exchange_id: str
     metrics: FrameMetrics
@@ -74,11 +78,19 @@ class Message(_Frame, frozen=True, kw_only=True, tag="message"):
 
 
 class Done(_Frame, frozen=True, kw_only=True, tag="done"):
+    """The turn `exchange_id` is over (answered, stopped or failed): `duration_ms` from the
+    message to now. Nothing more of it follows."""
+
     duration_ms: int
     exchange_id: str
 
 
 class Error(_Frame, frozen=True, kw_only=True, tag="error"):
+    """Something the person should know went wrong: a turn that failed (`exchange_id`, with
+    what it cost so far), or a frame the server could not accept (no `exchange_id`). The socket
+    stays open. `recoverable`: sending again may well work (the model was unreachable, the turn
+    timed out, a frame was malformed); false when it will not (no such skill)."""
+
     message: str
     recoverable: bool
     exchange_id: str | None = None
@@ -167,6 +179,9 @@ class Task(_Frame, frozen=True, kw_only=True, tag="task"):
 
 
 class ImageReady(_Frame, frozen=True, kw_only=True, tag="image_ready"):
+    """An image a chat message carried (`image_ids`) reached the model ("success"), or the
+    turn ended before it could ("failed"): one frame an image, once."""
+
     image_id: str
     status: Literal["success", "failed"]
 

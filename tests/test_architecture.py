@@ -1,4 +1,4 @@
-"""The shape of the code, kept by tools (README, "How it is built"): every import goes down a
+"""The shape of the code, kept by tools (docs/architecture.md): every import goes down a
 floor and nothing imports in a circle (import-linter's contracts in pyproject.toml, which
 scripts/test also runs), and every module is a room a newcomer can read."""
 

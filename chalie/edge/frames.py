@@ -16,6 +16,11 @@ class _ClientFrame(msgspec.Struct, frozen=True, tag_field="type", forbid_unknown
 
 
 class ChatFrame(_ClientFrame, frozen=True, tag="chat"):
+    """The person's message: it starts a turn, or waits for the one running. `image_ids`: up
+    to 3 images uploaded first (POST /api/images). `client_id`: the client's own id for it,
+    echoed in the turn's first `status` frame, so a client that resends after a drop sees
+    which of its messages arrived (one sent twice with the same id is answered once)."""
+
     text: str
     source: Literal["text", "voice"] = "text"
     image_ids: tuple[str, ...] = ()
@@ -23,7 +28,8 @@ class ChatFrame(_ClientFrame, frozen=True, tag="chat"):
 
 
 class PongFrame(_ClientFrame, frozen=True, tag="pong"):
-    pass
+    """The answer to the server's `ping`: a socket that answers none is closed."""
+
 
 
 class ActionPayload(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -39,10 +45,16 @@ class ActionFrame(_ClientFrame, frozen=True, tag="action"):
 
 
 class SteerFrame(_ClientFrame, frozen=True, tag="act_steer"):
+    """Words for the turn running now: they go into its next request to the model ("stop",
+    "cancel" and the like end it). With no turn running, it is a message like `chat`."""
+
     text: str
 
 
 class ResumeFrame(_ClientFrame, frozen=True, tag="resume"):
+    """Every logged frame of the channel after `last_seq` (the highest `seq` the client has),
+    replayed in order; live frames follow. 0: the whole log."""
+
     last_seq: Annotated[int, msgspec.Meta(ge=0)]
 
 

@@ -74,8 +74,9 @@ _RATE = "past server.rest_rate_per_min for this credential, or too many wrong cr
 
 _DESCRIPTION = """Chalie's REST endpoints, generated from the code that serves them.
 
-Not described here: /ws, the WebSocket for chat (its frames: spec/interfaces.md section 5),
-the HTML pages (/, /brain, /login, /cards/...) and their files (/static/...).
+Not described here: /ws, the WebSocket for chat (its frames: docs/ws-protocol.md and
+docs/reference/ws-frames.md), the HTML pages (/, /brain, /login, /cards/...) and their files
+(/static/...).
 
 Every error answer is `{"error": "...", "status": N}`, but on /v1/ (Chalie as an
 OpenAI-compatible model), where it is OpenAI's `{"error": {"message", "type", "param",

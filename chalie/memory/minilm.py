@@ -6,7 +6,7 @@ vector space with memory.embedder = "local" and switching between them re-embeds
 int8 (memory.embed_precision, the default) they are within cosine 0.998 of those, in a space of
 their own. No torch: ONNX Runtime on the CPU and Hugging Face's Rust tokenizer.
 
-Costs measured on this project's 2-core machine (README, the figures of issue 22 part 3): 3.5
+Costs measured on this project's 2-core machine (docs/benchmarks.md, Embedders): 3.5
 ms of one core for a short question in int8 (5.5 in float32), 8-10 ms a line in background
 batches, a server of about 150 MiB (195 in float32). One intra-op thread by default
 (memory.embed_threads): a turn's query and a background batch each take one core.

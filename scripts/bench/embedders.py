@@ -5,9 +5,9 @@ Each embedder runs in a fresh process (so resident-memory figures are its own): 
 anything is imported, after the embedder is built and has embedded one text ("loaded"), and
 after the batches; a query is a short question, embedded alone (--queries times; median wall
 time and the CPU time of the calling thread); a batch is --batch sentences of this checkout's
-README (20-300 characters) in one embed() call (median ms per line). "minilm" is built first in
-a fresh models folder (the seconds of that conversion are reported) and then loaded from it, as
-a second start does. Threads: memory.embed_threads (--threads).
+documentation (docs/*.md, 20-300 characters) in one embed() call (median ms per line).
+"minilm" is built first in a fresh models folder (the seconds of that conversion are reported)
+and then loaded from it, as a second start does. Threads: memory.embed_threads (--threads).
 
     .venv/bin/python scripts/bench/embedders.py [--queries 200] [--batch 64] [--threads 1]
 """
@@ -41,7 +41,7 @@ def rss_now() -> float:
 
 
 def lines() -> list[str]:
-    text = (ROOT / "README.md").read_text()
+    text = "\n".join(p.read_text() for p in sorted((ROOT / "docs").glob("*.md")))
     found = [s.strip() for s in re.split(r"(?<=[.!?])\s+|\n", text)]
     return [s for s in found if 20 < len(s) < 300]
 
