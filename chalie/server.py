@@ -50,6 +50,7 @@ from chalie.edge.subscriptions import Subscriptions
 from chalie.llm.factory import build_models, single
 from chalie.llm.types import LlmProvider
 from chalie.memory.context import ContextSettings
+from chalie.memory.embed_memo import Remembering
 from chalie.memory.embedders import Embedder, build_embedder
 from chalie.memory.recall import Recall
 from chalie.metrics import Metrics
@@ -89,9 +90,10 @@ class Server:
         self.models = (single(provider, config.llm, self.metrics) if provider is not None
                        else build_models(config.llm, self.prompts, self.metrics))
         self._check_models = provider is None  # a given provider is the caller's to check
-        # "minilm" may build its ONNX file (seconds, once) or fetch its weights here.
-        self.embedder = embedder or build_embedder(
-            config.memory, config.llm, models_dir=Path(config.store.path) / "models")
+        # "minilm" may build its ONNX file (seconds, once) or fetch its weights here. The
+        # vectors of a turn's question are remembered for its message's turn in the index.
+        self.embedder = embedder or Remembering(build_embedder(
+            config.memory, config.llm, models_dir=Path(config.store.path) / "models"))
         self.directory = Directory()
         self.port = 0
         self.generated_password: str | None = None
