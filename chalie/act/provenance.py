@@ -120,16 +120,25 @@ class Provenance:
 
     def __init__(self) -> None:
         self._person: set[str] = set()
+        # The person's words not yet read for atoms: a turn's context brings a few hundred
+        # lines (history, recalled memory), and their atoms are needed only to judge a tool
+        # call once another program was heard (most turns: never), so they are read then.
+        self._person_unread: list[str] = []
         self._request: list[str] = []  # the person's own request this turn, casefolded
         self._program: set[str] = set()
         self._program_texts: list[str] = []  # casefolded
 
     def person(self, *texts: str, request: bool = False) -> None:
         """The person's words; `request`: what they ask of this turn (message, steering)."""
-        for text in texts:
+        self._person_unread.extend(texts)
+        if request:
+            self._request.extend(text.casefold() for text in texts)
+
+    def _person_atoms(self) -> set[str]:
+        for text in self._person_unread:
             self._person |= atoms(text)
-            if request:
-                self._request.append(text.casefold())
+        self._person_unread.clear()
+        return self._person
 
     def program(self, *texts: str) -> None:
         """What another program said, as a model reads it (chalie/act/provenance.readable)."""
@@ -149,7 +158,7 @@ class Provenance:
             return None
         listed = {o.casefold() for o in options}
         carried = sorted({atom for value in _values(call.args) if value.casefold() not in listed
-                          for atom in atoms(value)} & self._program - self._person)
+                          for atom in atoms(value)} & self._program - self._person_atoms())
         if carried:
             return "its arguments carry what only another program said: " + ", ".join(
                 carried[:SHOWN])

@@ -187,6 +187,8 @@ def context_job(d: SessionDeps, turn: Turn, *, channel: str, cognition: ChannelC
         log.info("context_ready", recalled=len(built.recalled), tokens=built.tokens,
                  degraded=built.degraded, images=len(images),
                  topic=topic.name if topic else None, build_ms=round(built_ms, 2),
+                 recall_ms=round(built.recall_s * 1000, 2),
+                 embed_wait_ms=round(built.embed_wait_s * 1000, 2),
                  ms=round((time.perf_counter() - started) * 1000, 2))
         return ContextReady(turn_id, built, images, tuple(missing), topic)
 

@@ -65,6 +65,8 @@ class TurnContext(msgspec.Struct, frozen=True):
     degraded: str | None = None
     world: str = ""  # the fenced world-state section, or "" when no signal is salient
     vector: bytes | None = None  # the message's embedding, when recall made one
+    recall_s: float = 0.0  # what recall took
+    embed_wait_s: float = 0.0  # of it, waiting for the message's embedding
     recalled_texts: tuple[str, ...] = ()  # the texts of the items of `recalled`
     worlds: int = 0  # signals in the world-state section
     situation: str = ""  # where the conversation stands and the drift gists: every turn anew
@@ -201,6 +203,8 @@ def build(
                 "memory_budget": memory_budget},
         degraded=found.degraded,
         vector=found.vector,
+        recall_s=found.seconds,
+        embed_wait_s=found.embed_wait_s,
         recalled_texts=tuple(hit.item.text for hit in best),
         worlds=len(kept_world),
         history_from=history[0].value.id if history else 0,

@@ -96,6 +96,8 @@ class Recalled(msgspec.Struct, frozen=True):
     hits: tuple[Hit, ...]
     degraded: str | None = None  # why the vector ranking was left out, when it was
     vector: bytes | None = None  # the query's own vector (float32), when it was embedded
+    seconds: float = 0.0  # what the recall took
+    embed_wait_s: float = 0.0  # of it, waiting for the query's embedding
 
 
 class Recall:
@@ -156,9 +158,10 @@ class Recall:
             embedding = self.embed_meanwhile(query)
         text_ranked = [key for key in fts.search(conn, query, depth + 16) if eligible(key)]
         text_ranked = text_ranked[:depth]
-        vector_ranked, similarity, degraded, vector = self._vector_ranking(
+        found = mq.items(conn, text_ranked)  # read while the query is being embedded
+        vector_ranked, similarity, degraded, vector, waited = self._vector_ranking(
             conn, query, text_ranked, eligible, depth=depth, embedding=embedding)
-        found = mq.items(conn, dict.fromkeys([*text_ranked, *vector_ranked]))
+        found.update(mq.items(conn, [key for key in vector_ranked if key not in found]))
         fused: dict[int, float] = {}
         self._fuse(fused, found, text_ranked, 1.0)
         self._fuse(fused, found, vector_ranked, 1.0)
@@ -186,9 +189,10 @@ class Recall:
                             similarity.get(key), recency, strength))
         hits.sort(key=lambda h: (-h.score, -h.item.mkey))
         hits = self._with_neighbours(conn, hits[:k], eligible, now)
+        seconds = time.perf_counter() - started
         if self._metrics is not None:
-            self._metrics.recall_seconds.observe(time.perf_counter() - started)
-        return Recalled(tuple(hits[:k]), degraded, vector)
+            self._metrics.recall_seconds.observe(seconds)
+        return Recalled(tuple(hits[:k]), degraded, vector, seconds, waited)
 
     @staticmethod
     def _fuse(fused: dict[int, float], found: dict[int, Item], ranking: list[int],
@@ -264,12 +268,15 @@ class Recall:
     def _vector_ranking(self, conn: apsw.Connection, query: str, text_ranked: list[int],
                         eligible: Callable[[int], bool], *, depth: int,
                         embedding: Future[list[bytes]] | None,
-                        ) -> tuple[list[int], dict[int, float], str | None, bytes | None]:
+                        ) -> tuple[list[int], dict[int, float], str | None, bytes | None,
+                                   float]:
         if self._embedder is None:
-            return [], {}, "no embedder", None
+            return [], {}, "no embedder", None, 0.0
         dim = mq.space_dim(conn, self._space_id)
         if dim is None:
-            return [], {}, None, None  # nothing embedded yet in this space
+            return [], {}, None, None, 0.0  # nothing embedded yet in this space
+        newest = mq.newest(conn, NEWEST)  # read while the query is being embedded
+        waiting = time.perf_counter()
         try:
             if embedding is None:
                 (vector,) = self._embedder.embed([query],
@@ -280,16 +287,17 @@ class Recall:
             log.warning("query_not_embedded", error=str(e), embedder=self._embedder.kind)
             if self._metrics is not None:
                 self._metrics.recall_degraded.inc()
-            return [], {}, f"the query could not be embedded: {e}", None
+            return [], {}, f"the query could not be embedded: {e}", None, \
+                time.perf_counter() - waiting
         if len(vector) // 4 != dim:
             problem = f"the embedder gives {len(vector) // 4} dimensions, the index {dim}"
             log.warning("query_not_comparable", error=problem, embedder=self._embedder.kind)
             if self._metrics is not None:
                 self._metrics.recall_degraded.inc()
-            return [], {}, problem, None
+            return [], {}, problem, None, time.perf_counter() - waiting
+        waited = time.perf_counter() - waiting
         near = [k for k in self._bits.nearest(conn, vector, KNN_OVERSAMPLE * depth)
                 if eligible(k)] if self._bits is not None else []
-        newest = mq.newest(conn, NEWEST)
         reranked = text_ranked[:max(RERANKED, depth // 2)]
         candidates = list(dict.fromkeys((*near, *reranked, *(k for k in newest if eligible(k)))))
         similar = mq.similarities(conn, self._space_id, vector, candidates)
@@ -297,4 +305,4 @@ class Recall:
             have = {key for key, _ in similar}
             self._bits.gone([key for key in near if key not in have])
         scored = [(key, s) for key, s in similar if s >= MIN_SIMILARITY][:depth]
-        return [key for key, _ in scored], dict(scored), None, vector
+        return [key for key, _ in scored], dict(scored), None, vector, waited

@@ -16,6 +16,7 @@ import os
 import platform
 import resource
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -231,6 +232,35 @@ def context_seconds(events: list[dict[str, Any]], ids: list[str]) -> list[float]
             elif e.get("event") == "context_ready":
                 ready.setdefault(e["turn_id"], stamp(e))
     return [ready[t] - s for t, s in started.items() if t in ready]
+
+
+def turn_phases(events: list[dict[str, Any]], ids: list[str]) -> dict[str, float]:
+    """Where a measured turn's time went, p50 in ms, from its log lines: `context`
+    (context_ready's ms: identity, history, recall, topic), `recall` and `embedding_wait`
+    (its recall_ms and embed_wait_ms: of the context, recall, and of it, waiting for the
+    query's embedding), `llm` (turn_finished's llm_s), `around_llm` (context_ready to
+    turn_finished less the LLM: the request built, the answer handled) and `storing`
+    (turn_finished to turn_stored: the turn's transaction)."""
+    wanted = set(ids)
+    by: dict[str, dict[str, dict[str, Any]]] = {}
+    for e in events:
+        if e.get("turn_id") in wanted and "timestamp" in e:
+            by.setdefault(e["turn_id"], {}).setdefault(e.get("event", ""), e)
+    parts: dict[str, list[float]] = {k: [] for k in (
+        "context", "recall", "embedding_wait", "llm", "around_llm", "storing")}
+    for found in by.values():
+        need = ("turn_started", "context_ready", "turn_finished", "turn_stored")
+        if not all(n in found for n in need):
+            continue
+        _, ready, finished, stored = (found[n] for n in need)
+        llm = finished.get("llm_s", 0.0)
+        parts["context"].append(ready.get("ms", 0.0) / 1000)
+        parts["recall"].append(ready.get("recall_ms", 0.0) / 1000)
+        parts["embedding_wait"].append(ready.get("embed_wait_ms", 0.0) / 1000)
+        parts["llm"].append(llm)
+        parts["around_llm"].append(stamp(finished) - stamp(ready) - llm)
+        parts["storing"].append(stamp(stored) - stamp(finished))
+    return {k: round(statistics.median(v) * 1000, 2) for k, v in parts.items() if v}
 
 
 def encodings(events: list[dict[str, Any]]) -> list[tuple[float, float]]:

@@ -369,6 +369,7 @@ def main() -> int:
         client_after_server_s=summary(after_finish),
         server_store_wait_s=summary(_common.store_waits(r.events, r.measured_ids)),
         server_context_s=summary(_common.context_seconds(r.events, r.measured_ids)),
+        phases_p50_ms=_common.turn_phases(r.events, r.measured_ids),
         turns_per_s=round(len(r.client_rtt) / r.wall, 1) if r.wall > 0 else None,
         server_cpu_s_per_turn=round(r.server_cpu_s, 5) if r.server_cpu_s is not None else None,
         error_frames=r.frame_errors,

@@ -191,6 +191,10 @@ def test_every_log_line_of_a_turn_carries_its_turn_id(
         return {e["event"] for e in server.log_events() if e.get("turn_id") == turn_id}
 
     wait_for(lambda: expected <= events())  # the log is read from the process's stdout
+    # context_ready says where the context's time went (scripts/bench/turn_overhead.py reads it)
+    (ready,) = [e for e in server.log_events()
+                if e.get("turn_id") == turn_id and e["event"] == "context_ready"]
+    assert 0 <= ready["embed_wait_ms"] <= ready["recall_ms"] <= ready["build_ms"] <= ready["ms"]
 
 
 def test_an_llm_error_gives_a_recoverable_error_frame_and_the_next_turn_works(
