@@ -6,10 +6,11 @@ vector space with memory.embedder = "local" and switching between them re-embeds
 int8 (memory.embed_precision, the default) they are within cosine 0.998 of those, in a space of
 their own. No torch: ONNX Runtime on the CPU and Hugging Face's Rust tokenizer.
 
-Costs measured on this project's 2-core machine (docs/benchmarks.md, Embedders): 3.5
-ms of one core for a short question in int8 (5.5 in float32), 8-10 ms a line in background
-batches, a server of about 150 MiB (195 in float32). One intra-op thread by default
-(memory.embed_threads): a turn's query and a background batch each take one core.
+Costs (docs/benchmarks.md, Embedders and Turn overhead): about 0.55 ms of one core a token
+on an AVX2 core without AVX-512 (a 13-token question: 8.7 ms, int8 and float32 alike; 3.5 ms
+on a core with int8 dot products), a server of about 150 MiB (195 in float32). One intra-op
+thread by default (memory.embed_threads): a turn's query and a background batch each take one
+core.
 """
 
 from __future__ import annotations

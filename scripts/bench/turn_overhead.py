@@ -224,8 +224,7 @@ def run(args: argparse.Namespace) -> Run:
         out.sample_texts = texts[args.warmup:args.warmup + 3]
         server.start()
         if conversation is not None:
-            lines = len(conversation.lines)
-            wait_for(lambda: locomo.embedded(server.url, lines), locomo.EMBED_TIMEOUT_S)
+            locomo.wait_embedded(server.url, len(conversation.lines))
         client = server.connect(deltas=True)
         assert server.proc is not None
         cpu0 = _common.cpu_seconds(server.proc.pid)
