@@ -47,6 +47,7 @@ from chalie.actors.housekeeper import backup_directory
 from chalie.config import Config
 from chalie.edge.rest_turns import not_kept, prompts_document
 from chalie.errors import ChalieError, ConfigError
+from chalie.memory import heap
 from chalie.server import Server
 from chalie.store import backup as backups
 from chalie.store import db
@@ -109,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         return doctor.run(config, args.config)
     logs.configure(config.log.format, config.log.level)
     _raise_open_files_limit()
+    heap.limit_arenas()  # before the server starts its threads
     db_file = db.db_path(config.store.path)
     problem = backups.damage(db_file)
     if problem is None:

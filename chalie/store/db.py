@@ -33,6 +33,12 @@ def _casefold(*values: apsw.SQLiteValue) -> apsw.SQLiteValue:
     return value.casefold() if isinstance(value, str) else value
 
 
+# A read-only connection's page cache, in KiB. Every worker thread keeps a connection of its own
+# (Readers), and at SQLite's default of 2 MiB each the server grew by 50 MiB over its first
+# 600 turns, as the caches filled; the pages they hold are in the system's file cache anyway.
+READER_CACHE_KIB = 512
+
+
 def db_path(data_dir: str | Path) -> Path:
     return Path(data_dir) / DB_FILE
 
@@ -52,6 +58,8 @@ def connect(
         conn.create_scalar_function("casefold", _casefold, 1, deterministic=True)
         if not readonly:
             conn.execute("PRAGMA journal_mode = WAL")
+        else:
+            conn.execute(f"PRAGMA cache_size = -{READER_CACHE_KIB}")
         conn.execute(f"PRAGMA synchronous = {synchronous}")
         conn.execute("PRAGMA foreign_keys = ON")
     except apsw.Error as e:

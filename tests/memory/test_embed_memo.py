@@ -90,3 +90,4 @@ def test_threads_embedding_at_once_get_their_own_vectors() -> None:
     for t in threads:
         t.join()
     assert wrong == []
+

@@ -103,6 +103,15 @@ def test_readers_load_sqlite_vec_and_see_committed_rows(
     assert reader.execute("SELECT value FROM knowledge").fetchall() == [("Lyon",)]
 
 
+def test_a_reader_keeps_a_small_page_cache_the_writer_the_default(
+    writer: apsw.Connection, data_dir: Path
+) -> None:
+    """Every worker thread has a reader: their caches, not the store, made the server grow."""
+    reader = db.Readers(db.db_path(data_dir), busy_timeout_ms=TIMEOUT_MS).get()
+    assert reader.execute("PRAGMA cache_size").fetchone()[0] == -db.READER_CACHE_KIB
+    assert writer.execute("PRAGMA cache_size").fetchone()[0] == -2000  # SQLite's default
+
+
 def test_readers_give_one_connection_per_thread(writer: apsw.Connection, data_dir: Path) -> None:
     """The same thread gets the same reader twice; another thread gets its own."""
     readers = db.Readers(db.db_path(data_dir), busy_timeout_ms=TIMEOUT_MS)
