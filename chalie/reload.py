@@ -9,11 +9,13 @@ it reads it again after the reload:
 - the housekeeper reads [store]'s retention and backup keys from `Server.config` on each run;
 - the Delivery actor and its senders read [notify] and [push] from `Server.config` at each
   delivery, and the Telegram bot is started again when its token changes;
+- each job's model and fallback (provider, address, API key, model) are built again by
+  Server.reload, and each job answers with them from its next call on;
 - the log level and format are set again by `chalie serve` (chalie/cli.py).
-Every other changed key (the address, the store file, models, the embedder, MCP servers, the
-worker pool, values actors copied at start...) keeps its old value until a restart, and is
-reported as such. `Server.config` is always the config in effect: the old one with only the
-reloadable changes taken (`merged`).
+Every other changed key (the address, the store file, a model's other settings, the embedder,
+MCP servers, the worker pool, values actors copied at start...) keeps its old value until a
+restart, and is reported as such. `Server.config` is always the config in effect: the old one
+with only the reloadable changes taken (`merged`).
 """
 
 from __future__ import annotations

@@ -15,6 +15,9 @@ a child process, with:
   chats once --idle-s (plus a second) has passed since its last chat, so its Session stops
   and starts again all the time; server.rest_rate_per_min 0 (no REST limit).
 
+The server embeds with the shipped embedder (config/chalie.toml's memory.embedder) unless
+--embedder says otherwise.
+
 Turns go round the channels main, c1, c2, c3 one at a time (send `chat`, read to its `done`);
 every interval each socket is closed and opened again. Every --report-every turns one JSON line:
 
@@ -66,11 +69,14 @@ import httpx
 from _common import emit, log_problems, percentile, progress
 
 from chalie.actors.housekeeper import FIRST_RUN_S
+from chalie.config_load import load_config
 from tests.integration.harness import Client, Reply, ServerProcess, StubLlm, completion, db_rows
 from tests.integration.harness import _json_schema_of as json_schema_of
 from tests.integration.stub_interface import StubInterface, bearer_client, pair
 
 _common.quiet_logging()
+
+SHIPPED = load_config(None, env={}).memory  # config/chalie.toml's embedder, not the harness's
 
 CHANNELS = ("main", "c1", "c2", "c3")
 TOOL_EVERY = 10  # every 10th turn asks for the interface's tool
@@ -302,6 +308,8 @@ def parse_args() -> argparse.Namespace:
                         help="server.session_idle_s (5)")
     parser.add_argument("--dmn-cadence-s", type=float, default=20.0,
                         help="dmn.cadence_s: how often the DMN thinks (20)")
+    parser.add_argument("--embedder", default=SHIPPED.embedder,
+                        help=f"memory.embedder (the shipped one: {SHIPPED.embedder})")
     parser.add_argument("--quick", action="store_true",
                         help="about 90 s: 10000 turns, intervals of 1000, retention 15 s")
     args = parser.parse_args()
@@ -319,7 +327,7 @@ def server_sections(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
         "server": {"session_idle_s": args.idle_s, "rest_rate_per_min": 0},
         "store": {"transcript_days": days, "tool_calls_days": days, "events_days": days,
                   "prune_interval_s": 10.0},
-        "memory": {"encode_every_rows": 10, "snapshots_kept": 20},
+        "memory": {"encode_every_rows": 10, "snapshots_kept": 20, "embedder": args.embedder},
         "dmn": {"enabled": True, "quiet_hours": "", "timezone": "UTC", "boot_delay_s": 1.0,
                 "cadence_s": args.dmn_cadence_s, "idle_s": args.dmn_cadence_s,
                 "daily_cap": 1_000_000},
