@@ -177,13 +177,14 @@ class TelegramBridge:
         return app
 
     def _problem(self, problem: str, *, refused: bool = False) -> None:
-        self.following.failed(problem)
         if problem != self._problem_logged:  # once, not at every retry
             self._problem_logged = problem
             if refused:
                 log.warning("telegram_token_refused", problem=problem)
             else:
                 log.warning("telegram_unreachable", problem=problem)
+        # After the log: whoever sees the state (the dashboard, a test) finds the line written.
+        self.following.failed(problem)
 
     def _polling_failed(self, error: TelegramError) -> None:
         """getUpdates failed (python-telegram-bot tries again, backing off up to 30 s)."""
