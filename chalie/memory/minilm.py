@@ -6,11 +6,11 @@ vector space with memory.embedder = "local" and switching between them re-embeds
 int8 (memory.embed_precision, the default) they are within cosine 0.998 of those, in a space of
 their own. No torch: ONNX Runtime on the CPU and Hugging Face's Rust tokenizer.
 
-Costs (docs/benchmarks.md, Embedders and Turn overhead): about 0.55 ms of one core a token
-on an AVX2 core without AVX-512 (a 13-token question: 8.7 ms, int8 and float32 alike; 3.5 ms
-on a core with int8 dot products), a server of about 150 MiB (195 in float32). One intra-op
-thread by default (memory.embed_threads): a turn's query and a background batch each take one
-core.
+Costs (docs/benchmarks.md, Embedders and Turn overhead): on an AVX2 core without int8 dot
+products, about 0.55 ms of one core a token (a 13-token question: 7.7-8.7 ms in int8, 6.3-7.5
+in float32, which is faster there); on a core with them, 3.5 ms in int8. A server of about 150
+MiB (195 in float32). One intra-op thread by default (memory.embed_threads): a turn's query and
+a background batch each take one core.
 """
 
 from __future__ import annotations
