@@ -6,17 +6,6 @@
 # tests read its report (tests/test_architecture.py), so a new release is taken on purpose.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-lint_venv="$root/.venv-lint"
+source "$root/scripts/_tool_venv.sh"
 LINT_REQUIREMENT="import-linter==2.17"
-stamp="$lint_venv/.chalie-installed"
-if [ ! -f "$stamp" ] || ! grep -qxF "$LINT_REQUIREMENT" "$stamp" 2>/dev/null; then
-    echo "chalie: installing $LINT_REQUIREMENT into $lint_venv..." >&2
-    [ -x "$lint_venv/bin/python" ] || python3 -m venv "$lint_venv"
-    if ! "$lint_venv/bin/python" -m pip install --disable-pip-version-check \
-            "$LINT_REQUIREMENT" > "$lint_venv/install.log" 2>&1; then
-        cat "$lint_venv/install.log" >&2
-        echo "chalie: install failed (log above, also in $lint_venv/install.log)" >&2
-        exit 1
-    fi
-    echo "$LINT_REQUIREMENT" > "$stamp"
-fi
+tool_venv "$root/.venv-lint" "$LINT_REQUIREMENT"
