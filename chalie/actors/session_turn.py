@@ -170,6 +170,7 @@ def context_job(d: SessionDeps, turn: Turn, *, channel: str, cognition: ChannelC
     mind = cognition.mind.copy()
     learned = cognition.trait_lines()
     choose_topic = cognition.topic_job(text)
+    embedding = turn.embedding
 
     def job() -> ContextReady:
         started = time.perf_counter()
@@ -181,6 +182,7 @@ def context_job(d: SessionDeps, turn: Turn, *, channel: str, cognition: ChannelC
             pending=pending, world=world, traits=learned,
             conversation=mind.state_text(d.prompts, cognition_rows.summary(conn, channel)),
             gists=concept_rows.gists(conn, channel, d.clock.time()), history_from=history_from,
+            embedding=embedding,
         )
         built_ms = (time.perf_counter() - started) * 1000
         topic = choose_topic(conn, built)

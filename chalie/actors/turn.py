@@ -73,6 +73,7 @@ class Turn:
     provenance: Provenance = field(default_factory=Provenance)  # whose words it read
     held: list[Any] = field(default_factory=list)  # calls held for the person (HeldCall)
     for_program: bool = False  # a program's message: nobody watches it, the person is asked
+    embedding: Any = None  # the message's embedding for recall (a Future), begun with the turn
 
     def snap(self, request: ChatRequest, purpose: str, now: float) -> None:
         """Keep this LLM request as sent."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from datetime import UTC, datetime
 
 import apsw
@@ -38,6 +39,7 @@ MEMORY_ITEM_CHARS = 600  # a recalled message longer than this is shown cut, wit
 # Recall is asked for at most one item per this many tokens of the memory section's budget
 # (and at most memory.recall_k): few items are shorter, so the section can fill.
 MEMORY_ITEM_TOKENS = 20
+RENDERED_KEPT = 2048  # memory lines kept rendered: a turn shows a few hundred (at most recall_k)
 # The best recalled items (not their neighbours) whose retrieval strength the turn reinforces,
 # whose words tell whether the answer used what recall found (chalie.cognition.mind.judge), and
 # which give their room to the turn's own tool trail last (chalie.act.budget.shed): a memory
@@ -101,6 +103,7 @@ def build(
     traits: Sequence[str] = (),
     gists: Sequence[str] = (),
     history_from: int = 0,
+    embedding: Future[list[bytes]] | None = None,
 ) -> TurnContext:
     """Gather and fit the context of a turn on `channel` answering `text`. `pending` are facts
     this turn already knows (the name the person just gave) before they are stored; `world` the
@@ -111,13 +114,16 @@ def build(
     `gists` the DMN's unsent thoughts (drift gists), in the situation last; `history_from`
     the transcript id the previous turn's history started at: the history keeps that start
     while it fits, and then drops its oldest lines a block at a time, so that the prompt's
-    beginning stays the same for many turns (a model server's prefix cache reuses it)."""
+    beginning stays the same for many turns (a model server's prefix cache reuses it).
+    `embedding`: the embedding of `text`, begun earlier (Recall.embed_meanwhile); else it
+    begins now."""
 
     def tokens(s: str) -> int:
         return max(1, round(estimate_tokens(s) * token_ratio))
 
     f = prompts.fragment
-    embedding = recall.embed_meanwhile(text)  # runs while the rest is read from the store
+    if embedding is None:  # runs while the rest is read from the store
+        embedding = recall.embed_meanwhile(text)
     checkpoint = queries.latest_checkpoint(conn, channel)
     upto = queries.last_transcript_id(conn, channel)
     cap = 2 * settings.history_turns
@@ -321,10 +327,18 @@ def _memory_line(prompts: Prompts, hit: Hit,
     """One recalled item, without its day (the section shows each day once, above its items);
     a fact with the values it replaced."""
     item = hit.item
+    before = tuple(replaced.get(item.id, ())) if replaced and item.kind == "knowledge" else ()
+    return _rendered(prompts, item, before)
+
+
+@functools.lru_cache(maxsize=RENDERED_KEPT)
+def _rendered(prompts: Prompts, item: Item, before: tuple[Before, ...]) -> str:
+    """`_memory_line`, made once for an item as long as it and the prompts stay the same: a
+    turn shows a couple of hundred, mostly the ones the turn before showed."""
     text = " ".join(item.text.split())
     if len(text) > MEMORY_ITEM_CHARS:
         text = text[:MEMORY_ITEM_CHARS].rstrip() + "…"
-    if item.kind == "knowledge" and replaced and (before := replaced.get(item.id)):
+    if before:
         text = updates.with_history(prompts, item.key or "", text, item.created_at, before)
     match item.kind:
         case "message" if item.role == "program":

@@ -10,8 +10,15 @@ import ctypes
 import ctypes.util
 from typing import Any
 
-M_ARENA_MAX = -8  # glibc's mallopt parameter
+M_ARENA_MAX = -8  # glibc's mallopt parameters
+M_MMAP_THRESHOLD = -3
 ARENAS = 2  # the server's threads share this many (with the main one: 3)
+# Blocks from this size on are mapped on their own and unmapped when freed. glibc's own
+# threshold starts at 128 KiB but rises (up to 32 MiB) each time such a block is freed, and then
+# an embedding run's activations come from the arenas, between the small blocks that stay, and
+# are never handed back: measured with embeddings on six threads, 215 MiB resident after 15k
+# and still growing, and 136 MiB, level, with the threshold fixed.
+MMAP_FROM = 256 * 1024
 
 
 def _libc(function: str) -> Any:
@@ -29,10 +36,12 @@ _MALLOPT = _libc("mallopt")
 
 def limit_arenas() -> None:
     """At most ARENAS malloc arenas for threads started from now on (call it before starting
-    any). Measured over 1,500 turns with the default embedder: 10 MiB less resident, the same
-    speed (Python's own small objects never reach malloc's locks)."""
+    any), and big blocks mapped on their own from MMAP_FROM bytes. Measured over 1,500 turns
+    with the default embedder: the arenas 10 MiB less resident, the same speed (Python's own
+    small objects never reach malloc's locks)."""
     if _MALLOPT is not None:
         _MALLOPT(M_ARENA_MAX, ARENAS)
+        _MALLOPT(M_MMAP_THRESHOLD, MMAP_FROM)
 
 
 def trim() -> None:

@@ -26,7 +26,7 @@ embedder unless --embedder says otherwise.
 
     .venv/bin/python scripts/bench/turn_overhead.py [--turns 500] [--warmup 20] [--locomo 26]
         [--prefill-episodes 10000 --prefill-messages 20000 --embedder hashed] [--reembed]
-        [--encode-every 4]
+        [--encode-every 4] [--set memory.index_delay_s=5]
 """
 
 from __future__ import annotations
@@ -103,6 +103,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--no-match-share", type=float, default=0.2,
                         help="with a prefill, share of questions without any stored word (0.2)")
     parser.add_argument("--random-seed", type=int, default=1)
+    parser.add_argument("--set", dest="overrides", action="append", default=[],
+                        metavar="KEY=VALUE", help="a config override for the server "
+                        "(TOML value, else a string), e.g. memory.index_delay_s=5; repeatable")
     args = parser.parse_args()
     if args.reembed and not (args.prefill_episodes or args.prefill_messages):
         parser.error("--reembed needs a prefill (--prefill-episodes, --prefill-messages)")
@@ -195,9 +198,11 @@ def take_turns(server: ServerProcess, client: Client, texts: list[str],
 def run(args: argparse.Namespace) -> Run:
     stub = StubLlm()
     workdir = Path(tempfile.mkdtemp(prefix="chalie-bench-overhead-"))
-    sections: dict[str, dict[str, Any]] = {"log": {"level": "info"}}
-    sections["memory"] = {"embedder": args.embedder, "embed_precision": args.embed_precision,
-                          "embed_threads": args.embed_threads}
+    sections = locomo.overrides(args.overrides)
+    sections.setdefault("log", {}).setdefault("level", "info")
+    sections.setdefault("memory", {}).update(
+        {"embedder": args.embedder, "embed_precision": args.embed_precision,
+         "embed_threads": args.embed_threads, **sections.get("memory", {})})
     if args.encode_every > 0:
         sections["memory"].update({"encode_every_rows": args.encode_every,
                                    "encode_max_rows": max(50, args.encode_every)})
@@ -352,7 +357,7 @@ def main() -> int:
          "locomo": args.locomo,
          "reembed": args.reembed, "encode_every": args.encode_every,
          "embedder": args.embedder, "embed_precision": args.embed_precision,
-         "embed_threads": args.embed_threads, "pause_s": args.pause_s,
+         "embed_threads": args.embed_threads, "pause_s": args.pause_s, "set": args.overrides,
          "turn_text": (f"LoCoMo conversation {args.locomo}'s questions" if args.locomo
                        else f"questions about stored words ({args.no_match_share:.0%} without "
                             "one)" if prefilled else FIXED_TEXT),

@@ -4,14 +4,26 @@ earns), forgotten values, the recall tool, and the prompt snapshots every call l
 from __future__ import annotations
 
 import json
+import threading
+from collections.abc import Sequence
 from typing import Any
 
 from chalie.llm.scripted import ScriptCall, ScriptedProvider
+from chalie.memory.embedders import HashedEmbedder
 from chalie.store import db, memory_writes
 from chalie.tools.memory import MemoryTool
 from chalie.tools.recall import RecallTool
 from chalie.values.memory import Kind, mkey
-from tests.actors.conftest import Tree, answer, calls, prompt, shape, store_turns
+from tests.actors.conftest import (
+    WAIT_S,
+    GatedExecutor,
+    Tree,
+    answer,
+    calls,
+    prompt,
+    shape,
+    store_turns,
+)
 
 DAY = 86400.0
 
@@ -23,6 +35,43 @@ def seed(tree: Tree, *pairs: tuple[str, str]) -> None:
 
 def section(text: str, heading: str) -> str:
     return text.split(f"# {heading}\n\n")[1].split("\n\n# ", maxsplit=1)[0]
+
+
+class RecordingEmbedder(HashedEmbedder):
+    """Hashed vectors, under a semantic embedder's kind (so a turn's question is embedded on a
+    thread of its own), and the texts it was asked for."""
+
+    kind = "minilm"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.texts: list[str] = []
+        self.asked = threading.Event()
+
+    def embed(self, texts: Sequence[str], *, timeout_s: float) -> list[bytes]:
+        self.texts.extend(texts)
+        self.asked.set()
+        return super().embed(texts, timeout_s=timeout_s)
+
+
+def test_the_question_is_embedded_from_the_turns_start_while_its_context_waits(
+    start_tree: Any,
+) -> None:
+    """The person's message is embedded for recall as soon as its turn starts, not once the
+    context job runs: with that job held on the pool, the embedder already has the message.
+    The context then uses that embedding: the message is embedded once."""
+    pool = GatedExecutor(0)  # the turn's first job on the pool: gathering its context
+    embedder = RecordingEmbedder()
+    tree = start_tree(ScriptedProvider([answer("He said it needs a new valve.")]), pool=pool,
+                      embedder=embedder)
+    question = "what did the plumber say about the boiler?"
+    tree.chat(question)
+    pool.wait_entered(0)
+    assert embedder.asked.wait(WAIT_S)
+    assert embedder.texts == [question]
+    pool.release(0)
+    tree.outbox.wait_for_type("done")
+    assert embedder.texts == [question]
 
 
 def test_call_me_sam_is_answered_without_the_model_and_stored_as_a_trait(
