@@ -44,8 +44,9 @@ calls, schedule runs, DMN triggers, encodings, signals, Sessions stopped) to sho
 really ran. Growth that keeps going in the interval lines
 (rather than one step) is what to look at first when a measure is not flat.
 
-    .venv/bin/python scripts/bench/soak.py                 # 40000 turns (about 6 minutes)
-    .venv/bin/python scripts/bench/soak.py --quick         # 10000 turns, about 90 s
+    .venv/bin/python scripts/bench/soak.py                 # 40000 turns (31 minutes on 2 cores)
+    .venv/bin/python scripts/bench/soak.py --quick         # 10000 turns, about 8 minutes
+    .venv/bin/python scripts/bench/soak.py --embedder hashed   # 40000 turns in 6 minutes
     .venv/bin/python scripts/bench/soak.py --turns 100000 --report-every 5000
 
 Progress goes to stderr; stdout carries only the JSON lines.

@@ -97,6 +97,17 @@ def test_the_embedder_names_its_space_after_the_model_and_keeps_the_stored_file(
     assert not [p.name for p in built.parent.iterdir() if p.name.endswith(".tmp")]
 
 
+def test_a_texts_vector_does_not_depend_on_the_texts_embedded_with_it(tmp_path: Path) -> None:
+    """Texts run one at a time (minilm.CHUNK): the vector a message gets in a background batch
+    is, byte for byte, the one it got alone as a turn's question, which stands in for it."""
+    source = tiny_bert.write_model(tmp_path / "tiny")
+    for int8 in (False, True):
+        embedder = MiniLmEmbedder(minilm_weights.resolve(str(source), "", tmp_path / "models",
+                                                         int8=int8))
+        together = embedder.embed(TEXTS, timeout_s=5.0)
+        assert together == [embedder.embed([t], timeout_s=5.0)[0] for t in TEXTS]
+
+
 def test_threads_embedding_at_once_get_the_same_vectors(tmp_path: Path) -> None:
     """Concurrent calls from worker threads (a turn's query beside a background batch) give
     each the vectors it would get alone."""
