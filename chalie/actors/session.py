@@ -254,7 +254,7 @@ class Session(SupervisedActor):
         self._driver.begin(session_turn.new_turn(
             d, request, turn_id=turn_id, text=text, channel=self.channel,
             token_ratio=self._token_ratio))
-        if recalls:  # embedded while the turn's context is gathered, not after: see recall.py
+        if recalls:  # embedded while the context is gathered (Recall.embed_meanwhile)
             turn = self._require_turn()
             turn.embedding = d.recall.embed_meanwhile(turn.user_text)
         if isinstance(request, ActionRequest):

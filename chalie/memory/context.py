@@ -115,15 +115,13 @@ def build(
     the transcript id the previous turn's history started at: the history keeps that start
     while it fits, and then drops its oldest lines a block at a time, so that the prompt's
     beginning stays the same for many turns (a model server's prefix cache reuses it).
-    `embedding`: the embedding of `text`, begun earlier (Recall.embed_meanwhile); else it
-    begins now."""
+    `embedding`: `text`'s, begun earlier (Recall.embed_meanwhile); else it begins now."""
 
     def tokens(s: str) -> int:
         return max(1, round(estimate_tokens(s) * token_ratio))
 
     f = prompts.fragment
-    if embedding is None:  # runs while the rest is read from the store
-        embedding = recall.embed_meanwhile(text)
+    embedding = embedding or recall.embed_meanwhile(text)  # runs while the rest is read
     checkpoint = queries.latest_checkpoint(conn, channel)
     upto = queries.last_transcript_id(conn, channel)
     cap = 2 * settings.history_turns
