@@ -2,7 +2,7 @@
 arenas, so a process that once embedded a long batch or scanned every vector stays that large.
 `trim()` asks it to return what it can (malloc_trim); `limit_arenas()` keeps glibc from giving
 each of the server's threads an arena of its own (up to 8 a core), each holding its own freed
-memory. Elsewhere than glibc, both do nothing."""
+memory, and keeps big blocks mapped on their own. Elsewhere than glibc, both do nothing."""
 
 from __future__ import annotations
 

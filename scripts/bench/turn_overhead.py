@@ -200,9 +200,8 @@ def run(args: argparse.Namespace) -> Run:
     workdir = Path(tempfile.mkdtemp(prefix="chalie-bench-overhead-"))
     sections = locomo.overrides(args.overrides)
     sections.setdefault("log", {}).setdefault("level", "info")
-    sections.setdefault("memory", {}).update(
-        {"embedder": args.embedder, "embed_precision": args.embed_precision,
-         "embed_threads": args.embed_threads, **sections.get("memory", {})})
+    sections["memory"] = {"embedder": args.embedder, "embed_precision": args.embed_precision,
+                          "embed_threads": args.embed_threads, **sections.get("memory", {})}
     if args.encode_every > 0:
         sections["memory"].update({"encode_every_rows": args.encode_every,
                                    "encode_max_rows": max(50, args.encode_every)})
